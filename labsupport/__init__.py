@@ -1,0 +1,133 @@
+"""Dispatcher Lab: a pure-Python miniature of PyTorch's operator dispatcher.
+
+The public API (see DESIGN.md section 4)::
+
+    import labsupport as lab
+    lab.DispatchKey, lab.DispatchKeySet, lab.dispatch_keys(t)
+    lab.tls_include_set(), lab.tls_exclude_set(), the guards (lab.ExcludeDispatchKeyGuard, ...)
+    lab.FunctionSchema.parse(text)
+    lab.Library(ns, kind), lab.fallthrough_kernel
+    lab.dispatcher.dump(name), lab.dispatcher.dump_table(name)
+    lab.PythonDispatcher()
+    lab.ops.<namespace>.<op>(...)        # call any operator by name, like torch.ops
+
+The generated front end is ``import labsupport.torch as torch``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from labsupport.autograd.variable_fallback import autograd_not_implemented_fallback
+from labsupport.c10.dispatch_key import BackendComponent, DispatchKey
+from labsupport.c10.dispatch_key_set import (
+    DispatchKeySet,
+    after_ADInplaceOrView_keyset,
+    after_autograd_keyset,
+    autocast_dispatch_keyset,
+    autograd_dispatch_keyset,
+)
+from labsupport.c10.dispatcher import Dispatcher, DispatchRecursionError, dispatcher
+from labsupport.c10.kernel_function import KernelFunction, fallthrough_kernel
+from labsupport.c10.library import Library
+from labsupport.c10.python_dispatcher import PythonDispatcher
+from labsupport.c10.schema import FunctionSchema, SchemaParseError
+from labsupport.c10.tls import (
+    AutoDispatchBelowADInplaceOrView,
+    AutoDispatchBelowAutograd,
+    AutoNonVariableTypeMode,
+    ExcludeDispatchKeyGuard,
+    ForceDispatchKeyGuard,
+    IncludeDispatchKeyGuard,
+    tls_exclude_set,
+    tls_include_set,
+)
+
+
+def dispatch_keys(tensor: Any) -> DispatchKeySet:
+    """A tensor's dispatch key set (``torch._C._dispatch_keys(t)``)."""
+    return DispatchKeySet.from_raw(tensor._ks)
+
+
+class _OpNamespace:
+    """``lab.ops.myops.myadd``: operators of one namespace, looked up by name (like ``torch.ops``)."""
+
+    def __init__(self, ns: str, disp: Dispatcher) -> None:
+        self._ns, self._dispatcher = ns, disp
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        qualified = f"{self._ns}::{name}"
+        overloads = {
+            op.overload_name: op for op in self._dispatcher.operators.values() if op.name == qualified and op.schema
+        }
+        if not overloads:
+            raise AttributeError(f"no operator named {qualified} in dispatcher {self._dispatcher.name!r}")
+        return _OpPacket(qualified, overloads)
+
+
+class _OpPacket:
+    """All overloads of one name (``OpOverloadPacket``); ``.default`` or ``.<overload>`` picks one."""
+
+    def __init__(self, name: str, overloads: dict[str, Any]) -> None:
+        self._name, self._overloads = name, overloads
+
+    def __getattr__(self, overload: str) -> Any:
+        key = "" if overload == "default" else overload
+        if key in self._overloads:
+            return self._overloads[key]
+        raise AttributeError(f"{self._name} has no overload {overload!r}; it has {sorted(self._overloads)}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if "" in self._overloads:
+            return self._overloads[""](*args, **kwargs)
+        if len(self._overloads) == 1:
+            return next(iter(self._overloads.values()))(*args, **kwargs)
+        raise RuntimeError(f"{self._name} has several overloads {sorted(self._overloads)}; pick one")
+
+    def __repr__(self) -> str:
+        return f"<OpOverloadPacket {self._name}>"
+
+
+class _Ops:
+    def __init__(self, disp: Dispatcher) -> None:
+        self._dispatcher = disp
+
+    def __getattr__(self, ns: str) -> _OpNamespace:
+        if ns.startswith("_"):
+            raise AttributeError(ns)
+        return _OpNamespace(ns, self._dispatcher)
+
+
+ops = _Ops(dispatcher)
+
+__all__ = [
+    "AutoDispatchBelowADInplaceOrView",
+    "AutoDispatchBelowAutograd",
+    "AutoNonVariableTypeMode",
+    "BackendComponent",
+    "DispatchKey",
+    "DispatchKeySet",
+    "DispatchRecursionError",
+    "Dispatcher",
+    "ExcludeDispatchKeyGuard",
+    "ForceDispatchKeyGuard",
+    "FunctionSchema",
+    "IncludeDispatchKeyGuard",
+    "KernelFunction",
+    "Library",
+    "PythonDispatcher",
+    "SchemaParseError",
+    "after_ADInplaceOrView_keyset",
+    "after_autograd_keyset",
+    "autocast_dispatch_keyset",
+    "autograd_dispatch_keyset",
+    "autograd_not_implemented_fallback",
+    "dispatch_keys",
+    "dispatcher",
+    "fallthrough_kernel",
+    "ops",
+    "tls_exclude_set",
+    "tls_include_set",
+]

@@ -1,0 +1,127 @@
+"""Scalar types (stands for c10/core/ScalarType.h and torch/csrc/Dtype.cpp).
+
+A ``dtype`` is an immutable singleton: compare with ``is`` or ``==`` (identity), which keeps
+dictionary keys that contain dtypes cheap on the dispatcher's hot path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+__all__ = [
+    "dtype", "bool", "uint8", "int32", "int64", "float16", "float32", "float64",
+    "half", "float", "double", "long", "all_dtypes",
+    "get_default_dtype", "set_default_dtype", "from_numpy_dtype",
+    "BOOL_CATEGORY", "INTEGRAL_CATEGORY", "FLOATING_CATEGORY",
+]
+
+_builtin_bool = bool
+
+BOOL_CATEGORY = 0
+INTEGRAL_CATEGORY = 1
+FLOATING_CATEGORY = 2
+
+
+class dtype:
+    """One scalar type, e.g. ``torch.float32`` (c10::ScalarType + the Python ``torch.dtype`` object)."""
+
+    __slots__ = (
+        "name", "is_floating_point", "is_signed", "itemsize", "np", "category", "_rank",
+        "scalar_type_name", "typemeta_name",
+    )
+
+    def __init__(
+        self, name: str, np_dtype: str, category: int, is_signed: _builtin_bool, rank: int,
+        scalar_type_name: str, typemeta_name: str,
+    ) -> None:
+        object.__setattr__(self, "name", name)
+        # How C++ error messages spell the type: c10::toString(ScalarType) ("Float", "Long") and the
+        # caffe2::TypeMeta name ("float", "long int") used by e.g. the generated resize_out check.
+        object.__setattr__(self, "scalar_type_name", scalar_type_name)
+        object.__setattr__(self, "typemeta_name", typemeta_name)
+        object.__setattr__(self, "np", np.dtype(np_dtype))
+        object.__setattr__(self, "itemsize", np.dtype(np_dtype).itemsize)
+        object.__setattr__(self, "category", category)
+        object.__setattr__(self, "is_floating_point", category == FLOATING_CATEGORY)
+        object.__setattr__(self, "is_signed", is_signed)
+        # Position inside its category, used by type promotion (bigger rank wins).
+        object.__setattr__(self, "_rank", rank)
+
+    def __setattr__(self, key: str, value: object) -> None:
+        raise AttributeError(f"'torch.dtype' object attribute '{key}' is read-only")
+
+    @property
+    def is_complex(self) -> _builtin_bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"torch.{self.name}"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> tuple[Callable[[str], dtype], tuple[str]]:
+        # Unpickling must give back the singleton, not a copy.
+        return (_lookup, (self.name,))
+
+
+bool = dtype("bool", "bool", BOOL_CATEGORY, False, 0, "Bool", "bool")
+uint8 = dtype("uint8", "uint8", INTEGRAL_CATEGORY, False, 0, "Byte", "unsigned char")
+int32 = dtype("int32", "int32", INTEGRAL_CATEGORY, True, 1, "Int", "int")
+int64 = dtype("int64", "int64", INTEGRAL_CATEGORY, True, 2, "Long", "long int")
+float16 = dtype("float16", "float16", FLOATING_CATEGORY, True, 0, "Half", "c10::Half")
+float32 = dtype("float32", "float32", FLOATING_CATEGORY, True, 1, "Float", "float")
+float64 = dtype("float64", "float64", FLOATING_CATEGORY, True, 2, "Double", "double")
+
+# The aliases torch offers (torch.half is torch.float16, and so on).
+half = float16
+float = float32
+double = float64
+long = int64
+
+all_dtypes: tuple[dtype, ...] = (bool, uint8, int32, int64, float16, float32, float64)
+
+_by_name = {d.name: d for d in all_dtypes}
+_by_numpy = {d.np: d for d in all_dtypes}
+
+
+def _lookup(name: str) -> dtype:
+    return _by_name[name]
+
+
+def from_numpy_dtype(np_dtype: np.dtype | type) -> dtype:
+    """The lab dtype for a numpy dtype (torch/csrc/utils/tensor_numpy.cpp ``numpy_dtype_to_aten``)."""
+    try:
+        return _by_numpy[np.dtype(np_dtype)]
+    except KeyError:
+        raise TypeError(
+            f"can't convert np.ndarray of type numpy.{np.dtype(np_dtype).name}. The only supported types are: "
+            + ", ".join(f"{d.np.name}" for d in all_dtypes) + "."
+        ) from None
+
+
+# --- the default dtype (torch.get_default_dtype / torch.set_default_dtype) -------------------------
+
+_default_dtype: dtype = float32
+
+# Callables run after the default dtype changes; caches keyed on dtypes register here
+# (a Python float becomes a tensor of the *default* dtype, so such caches go stale).
+default_dtype_listeners: list[Callable[[], None]] = []
+
+
+def get_default_dtype() -> dtype:
+    """The dtype Python floats turn into (c10::get_default_dtype)."""
+    return _default_dtype
+
+
+def set_default_dtype(d: dtype) -> None:
+    """Change the default floating dtype; only floating types are allowed, as in torch."""
+    global _default_dtype
+    if not isinstance(d, dtype):
+        raise TypeError("invalid dtype object: only floating-point types are supported as the default type")
+    if not d.is_floating_point:
+        raise TypeError("only floating-point types are supported as the default type")
+    _default_dtype = d
+    for listener in default_dtype_listeners:
+        listener()

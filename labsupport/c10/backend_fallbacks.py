@@ -1,0 +1,111 @@
+"""The backend fallbacks PyTorch 2.13 registers at start-up, one per dispatch-table slot.
+
+Stands for the ``TORCH_LIBRARY_IMPL(_, Key, m) { m.fallback(...); }`` blocks spread over ATen
+(VariableFallbackKernel.cpp, BackendSelectFallbackKernel.cpp, autocast_mode.cpp, ...). The debug
+strings name the real file and line, so dumps read like PyTorch's.
+
+What each lab fallback does:
+
+* fallthrough (BackendSelect, ADInplaceOrView, six Autocast keys, the two VmapMode keys): never run;
+  the key is masked out of every call's key set.
+* the autograd fallback (AutogradOther, AutogradCPU, ...): PyTorch's "warn" mode; see
+  ``labsupport.autograd.variable_fallback``.
+* Meta: raises, because an operator with no Meta kernel cannot compute output shapes.
+* the others (Python, Functionalize, Conjugate, Tracer, Batched, ...) stand for machinery the lab
+  does not model; each one only steps past its own key and redispatches, which is also what the real
+  ones do when their feature is not in use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from labsupport.c10.dispatch_key import DispatchKey
+from labsupport.c10.dispatch_key_set import DispatchKeySet
+from labsupport.c10.kernel_function import KernelFunction, fallthrough_kernel
+
+if TYPE_CHECKING:
+    from labsupport.c10.dispatcher import Dispatcher
+    from labsupport.c10.operator_entry import OperatorEntry
+
+ATEN = "aten/src/ATen/"
+
+# (key, file:line of the real registration, kind)
+BACKEND_FALLBACKS: tuple[tuple[str, str, str], ...] = (
+    ("Meta", ATEN + "core/MetaFallbackKernel.cpp:23", "meta"),
+    ("BackendSelect", ATEN + "core/BackendSelectFallbackKernel.cpp:3", "fallthrough"),
+    ("Python", ATEN + "core/PythonFallbackKernel.cpp:192", "pass"),
+    ("FuncTorchDynamicLayerBackMode", ATEN + "functorch/DynamicLayer.cpp:479", "pass"),
+    ("Functionalize", ATEN + "FunctionalizeFallbackKernel.cpp:411", "pass"),
+    ("Conjugate", ATEN + "ConjugateFallback.cpp:17", "pass"),
+    ("Negative", ATEN + "native/NegateFallback.cpp:18", "pass"),
+    ("ZeroTensor", ATEN + "ZeroTensorFallback.cpp:115", "pass"),
+    ("ADInplaceOrView", ATEN + "core/VariableFallbackKernel.cpp:103", "fallthrough"),
+    ("AutogradOther", ATEN + "core/VariableFallbackKernel.cpp:62", "autograd"),
+    ("AutogradCPU", ATEN + "core/VariableFallbackKernel.cpp:66", "autograd"),
+    ("AutogradXPU", ATEN + "core/VariableFallbackKernel.cpp:70", "autograd"),
+    ("AutogradCUDA", ATEN + "core/VariableFallbackKernel.cpp:74", "autograd"),
+    ("AutogradMTIA", ATEN + "core/VariableFallbackKernel.cpp:78", "autograd"),
+    ("AutogradMAIA", ATEN + "core/VariableFallbackKernel.cpp:82", "autograd"),
+    ("AutogradXLA", ATEN + "core/VariableFallbackKernel.cpp:86", "autograd"),
+    ("AutogradLazy", ATEN + "core/VariableFallbackKernel.cpp:90", "autograd"),
+    ("AutogradMPS", ATEN + "core/VariableFallbackKernel.cpp:94", "autograd"),
+    ("AutogradMeta", ATEN + "core/VariableFallbackKernel.cpp:98", "autograd"),
+    ("AutogradHPU", ATEN + "core/VariableFallbackKernel.cpp:107", "autograd"),
+    ("AutogradPrivateUse1", ATEN + "core/VariableFallbackKernel.cpp:111", "autograd"),
+    ("Tracer", "torch/csrc/autograd/TraceTypeManual.cpp:296", "pass"),
+    ("AutocastCPU", ATEN + "autocast_mode.cpp:330", "fallthrough"),
+    ("AutocastMTIA", ATEN + "autocast_mode.cpp:472", "fallthrough"),
+    ("AutocastMAIA", ATEN + "autocast_mode.cpp:510", "fallthrough"),
+    ("AutocastXPU", ATEN + "autocast_mode.cpp:548", "fallthrough"),
+    ("AutocastMPS", ATEN + "autocast_mode.cpp:221", "fallthrough"),
+    ("AutocastCUDA", ATEN + "autocast_mode.cpp:177", "fallthrough"),
+    ("FuncTorchBatched", ATEN + "functorch/LegacyBatchingRegistrations.cpp:730", "pass"),
+    ("BatchedNestedTensor", ATEN + "functorch/LegacyBatchingRegistrations.cpp:757", "pass"),
+    ("FuncTorchVmapMode", ATEN + "functorch/VmapModeRegistrations.cpp:22", "fallthrough"),
+    ("Batched", ATEN + "LegacyBatchingRegistrations.cpp:1072", "pass"),
+    ("VmapMode", ATEN + "VmapModeRegistrations.cpp:32", "fallthrough"),
+    ("FuncTorchGradWrapper", ATEN + "functorch/TensorWrapper.cpp:210", "pass"),
+    ("PythonTLSSnapshot", ATEN + "core/PythonFallbackKernel.cpp:200", "pass"),
+    ("FuncTorchDynamicLayerFrontMode", ATEN + "functorch/DynamicLayer.cpp:475", "pass"),
+    ("PreDispatch", ATEN + "core/PythonFallbackKernel.cpp:204", "pass"),
+    ("PythonDispatcher", ATEN + "core/PythonFallbackKernel.cpp:196", "pass"),
+)
+
+
+def meta_fallback(op: OperatorEntry, ks: DispatchKeySet, stack: list[Any]) -> None:
+    """``MetaFallbackKernel.cpp``: an operator without a Meta kernel cannot run on meta tensors."""
+    raise NotImplementedError(
+        f"{op.full_name}: attempted to run this operator with Meta tensors, but there was no Meta kernel "
+        "registered. Meta tensors have shapes and dtypes but no data, so every operator needs a kernel "
+        "(or a structured meta() function) that computes its output shape."
+    )
+
+
+def make_passthrough_fallback(key: DispatchKey) -> KernelFunction:
+    """A boxed fallback that steps past ``key`` and redispatches (what the lab models of that feature)."""
+    below = DispatchKeySet.full_after(key)
+
+    def passthrough(op: OperatorEntry, ks: DispatchKeySet, stack: list[Any]) -> None:
+        op.redispatch_boxed(ks & below, stack)
+
+    passthrough.__qualname__ = f"{key.name.lower()}_passthrough_fallback"
+    return KernelFunction.from_boxed(passthrough, with_keyset=True)
+
+
+def install_backend_fallbacks(dispatcher: Dispatcher) -> None:
+    """Register PyTorch's start-up fallbacks on a fresh dispatcher."""
+    from labsupport.autograd.variable_fallback import autograd_fallback
+
+    for name, where, kind in BACKEND_FALLBACKS:
+        key = DispatchKey[name]
+        if kind == "fallthrough":
+            kernel = KernelFunction.from_unboxed(fallthrough_kernel)
+        elif kind == "autograd":
+            kernel = KernelFunction.from_boxed(autograd_fallback, with_keyset=True)
+        elif kind == "meta":
+            kernel = KernelFunction.from_boxed(meta_fallback, with_keyset=True)
+        else:
+            kernel = make_passthrough_fallback(key)
+        kernel.source = where
+        dispatcher.register_fallback(key, kernel, f"registered at {where}", owner=dispatcher)

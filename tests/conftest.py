@@ -1,0 +1,23 @@
+"""Shared test helpers. Tests that compare with PyTorch use the ``torch_ref`` fixture or
+``pytest.importorskip("torch")`` so that they skip cleanly when PyTorch is not installed."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+
+DATA = pathlib.Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="session")
+def vectors() -> dict:
+    """Test vectors recorded from PyTorch 2.13 (tables, TLS defaults, tensor key sets)."""
+    return json.loads((DATA / "pytorch-dispatcher-vectors.json").read_text())
+
+
+@pytest.fixture
+def torch_ref():
+    """The installed PyTorch, or a skip."""
+    return pytest.importorskip("torch")
