@@ -23,7 +23,7 @@ def is_grad_enabled() -> bool:
     return _state.enabled
 
 
-class set_grad_enabled:  # noqa: N801 -- named like torch.set_grad_enabled
+class set_grad_enabled:
     """``torch.set_grad_enabled(mode)``: a context manager that sets grad mode for its block."""
 
     __slots__ = ("_mode", "_saved")
@@ -41,7 +41,7 @@ class set_grad_enabled:  # noqa: N801 -- named like torch.set_grad_enabled
         _state.enabled = self._saved
 
 
-class no_grad(set_grad_enabled):  # noqa: N801
+class no_grad(set_grad_enabled):
     """``torch.no_grad()``."""
 
     __slots__ = ()
@@ -50,7 +50,7 @@ class no_grad(set_grad_enabled):  # noqa: N801
         self._mode = False
 
 
-class enable_grad(set_grad_enabled):  # noqa: N801
+class enable_grad(set_grad_enabled):
     """``torch.enable_grad()``."""
 
     __slots__ = ()
