@@ -96,7 +96,8 @@ def from_numpy_dtype(np_dtype: np.dtype | type) -> dtype:
         return _by_numpy[np.dtype(np_dtype)]
     except KeyError:
         raise TypeError(
-            f"can't convert np.ndarray of type numpy.{np.dtype(np_dtype).name}. The only supported types are: "
+            f"can't convert np.ndarray of type numpy.{np.dtype(np_dtype).name}. "
+            "The only supported types are: "
             + ", ".join(f"{d.np.name}" for d in all_dtypes) + "."
         ) from None
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from labsupport.aten import dtype as dtypes
+from labsupport.aten.cast import cast_array
 from labsupport.aten.dtype import dtype as DType
 
 __all__ = [
@@ -165,7 +166,9 @@ def _parse_device(text: str, index: int | None) -> tuple[str, int | None]:
     dev_type, index_text = match.group(1), match.group(2)
     if dev_type not in _KEY_SETS:
         if f" {dev_type}," in f" {_TORCH_DEVICE_TYPES},":
-            raise RuntimeError(f"Dispatcher Lab only has cpu, cuda (simulated) and meta devices, got {dev_type}")
+            raise RuntimeError(
+                f"Dispatcher Lab only has cpu, cuda (simulated) and meta devices, got {dev_type}"
+            )
         raise RuntimeError(
             f"Expected one of {_TORCH_DEVICE_TYPES} device type at start of device string: {text}"
         )
@@ -256,7 +259,8 @@ class Size(tuple):
 class VersionCounter:
     """How many times a tensor's data was modified in place (c10::VariableVersion).
 
-    Shared between a tensor and its views/detached aliases; autograd saves ``value`` and checks it later.
+    A tensor's ``_version_counter`` slot holds one; views and detached aliases share the same object.
+    The ADInplaceOrView kernels bump ``value``; autograd saves ``value`` and checks it later.
     """
 
     __slots__ = ("value",)
@@ -284,7 +288,8 @@ class TensorBase:
     ``_device``          Device (cpu, meta or simulated cuda)
     ``_ks``              the raw 64-bit DispatchKeySet as an int
     ``requires_grad``    bool; ``grad``, ``grad_fn``, ``_output_nr``: autograd metadata
-    ``_version_counter`` VersionCounter shared with views (``_version`` gives its value, as in torch)
+    ``_version_counter`` VersionCounter shared with views (``_version`` gives its value, as in torch);
+                         created on first access
     ``_is_inference``    created under InferenceMode
     ``_wrapped_number``  a Python number the binding wrapped into a 0-dim tensor (lowest promotion tier)
     """
@@ -322,10 +327,17 @@ class TensorBase:
         t.requires_grad = requires_grad
         t.grad = None
         t.grad_fn = None
-        t._version_counter = VersionCounter()
         t._output_nr = 0
         t._wrapped_number = False
         return t
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when a slot was never assigned. The version counter is created on first use:
+        # most tensors are never modified in place, and _make stays cheaper without it.
+        if name == "_version_counter":
+            counter = self._version_counter = VersionCounter()
+            return counter
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     # -- metadata accessors (TensorImpl inline methods) --
 
@@ -415,6 +427,7 @@ class TensorBase:
         return self._version_counter.value
 
     def _bump_version(self) -> None:
+        """Record an in-place modification (what the ADInplaceOrView kernel does)."""
         self._version_counter.value += 1
 
     def detach(self) -> TensorBase:
@@ -505,6 +518,8 @@ def _as_sequence(obj: Any) -> Any:
 
 def _infer_scalar_type(obj: object) -> DType:
     """The dtype torch.tensor() infers for ``obj`` (``infer_scalar_type`` in tensor_new.cpp)."""
+    if isinstance(obj, (np.ndarray, np.generic)):  # before float: np.float64 subclasses float
+        return dtypes.from_numpy_dtype(obj.dtype)
     if isinstance(obj, float):
         return dtypes.get_default_dtype()
     if isinstance(obj, bool):
@@ -513,8 +528,6 @@ def _infer_scalar_type(obj: object) -> DType:
         return dtypes.int64
     if isinstance(obj, TensorBase):
         return obj._dtype
-    if isinstance(obj, (np.ndarray, np.generic)):
-        return dtypes.from_numpy_dtype(obj.dtype)
     if isinstance(obj, str):
         raise ValueError("too many dimensions 'str'")
     if _is_sequence(obj):
@@ -618,8 +631,8 @@ def tensor_data_to_numpy(
     if isinstance(data, (np.ndarray, np.generic)):
         source_dtype = dtypes.from_numpy_dtype(data.dtype)
         target = dtype if dtype is not None else source_dtype
-        with np.errstate(over="ignore", invalid="ignore"):
-            return np.array(data, dtype=target.np, copy=True), target
+        array = cast_array(np.asarray(data), target.np)
+        return (array.copy() if array is data or not isinstance(data, np.ndarray) else array), target
 
     target = dtype if dtype is not None else _infer_scalar_type(data)
     sizes = _compute_sizes(data)
@@ -629,6 +642,7 @@ def tensor_data_to_numpy(
         converted: Iterable[object] = leaves  # the common all-floats case needs no per-element checks
     else:
         converted = [_convert_leaf(v, target) for v in leaves]
-    with np.errstate(over="ignore"):  # 1e300 -> float32 gives inf silently, as in torch
-        array = np.array(converted, dtype=target.np).reshape(sizes)
+    # Floats are converted from double the way c10 does it (double -> float16 goes through float).
+    staging = np.float64 if target.is_floating_point else target.np
+    array = cast_array(np.array(converted, dtype=staging), target.np).reshape(sizes)
     return array, target

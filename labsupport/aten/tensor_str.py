@@ -110,7 +110,9 @@ def _format_nested(values: np.ndarray, indent: int, summarize: bool, fmt: _Eleme
     if summarize and count > 2 * EDGEITEMS:
         rows = [_format_nested(values[i], indent + 1, summarize, fmt) for i in range(EDGEITEMS)]
         rows.append("...")
-        rows += [_format_nested(values[i], indent + 1, summarize, fmt) for i in range(count - EDGEITEMS, count)]
+        rows += [
+            _format_nested(values[i], indent + 1, summarize, fmt) for i in range(count - EDGEITEMS, count)
+        ]
     else:
         rows = [_format_nested(values[i], indent + 1, summarize, fmt) for i in range(count)]
     separator = "," + "\n" * (values.ndim - 1) + " " * (indent + 1)

@@ -186,7 +186,7 @@ class Dispatcher:
         ``tensor_ks`` is the OR of the tensor arguments' key sets (``DispatchKeyExtractor``);
         generated operator handles compute it inline because they know where the tensors are.
         """
-        included, keep = tls.sets
+        included, keep, _ = tls.sets
         ks = (tensor_ks | included) & keep
         ks &= op.mask if op.backend_masks is None else op.fallthrough_mask(ks)
         entry = op.table[_slot_get(ks) or _slot(ks)]
@@ -217,7 +217,7 @@ class Dispatcher:
     def call_boxed(self, op: OperatorEntry, stack: list[Any]) -> None:
         """``Dispatcher::callBoxed``: arguments on a stack; the key set comes from its tensors."""
         tensor_ks = op.dispatch_key_set_of(stack[len(stack) - len(op.schema.arguments):] if op.schema else stack)
-        included, keep = tls.sets
+        included, keep, _ = tls.sets
         ks = (tensor_ks | included) & keep
         ks &= op.mask if op.backend_masks is None else op.fallthrough_mask(ks)
         self._run_boxed(op, tensor_ks, ks, stack, False)

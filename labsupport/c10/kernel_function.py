@@ -45,7 +45,7 @@ class KernelFunction:
         unboxed: Callable[..., Any] | None = None,
         boxed: Callable[..., None] | None = None,
         *,
-        with_keyset: bool = False,
+        with_keyset: bool | str = False,
         debug: str = "",
         source: str = "",
     ) -> None:
@@ -58,7 +58,9 @@ class KernelFunction:
         self.is_ambiguous = False
 
     @classmethod
-    def from_unboxed(cls, fn: Callable[..., Any], *, with_keyset: bool = False, debug: str = "") -> KernelFunction:
+    def from_unboxed(
+        cls, fn: Callable[..., Any], *, with_keyset: bool | str = False, debug: str = ""
+    ) -> KernelFunction:
         """``makeFromUnboxedFunction``: an ordinary function with the operator's signature."""
         return cls(unboxed=fn, with_keyset=with_keyset, debug=debug or _name_of(fn))
 
@@ -88,7 +90,9 @@ class KernelFunction:
         n = len(op.schema.arguments) if op.schema is not None else len(stack)
         args = stack[len(stack) - n :]
         del stack[len(stack) - n :]
-        if self.with_keyset:
+        if self.with_keyset == "raw":
+            result = self.unboxed(ks, *args)  # type: ignore[misc]
+        elif self.with_keyset:
             result = self.unboxed(DispatchKeySet.from_raw(ks), *args)  # type: ignore[misc]
         else:
             result = self.unboxed(*args)  # type: ignore[misc]

@@ -87,13 +87,14 @@ class Library:
         fn: Callable[..., Any] | KernelFunction,
         dispatch_key: str | DispatchKey = "",
         *,
-        with_keyset: bool = False,
+        with_keyset: bool | str = False,
     ) -> None:
         """``m.impl(name, fn)``: register ``fn`` as the kernel of ``op_name`` for ``dispatch_key``.
 
         With no key (and no key on the library) the kernel goes to CompositeImplicitAutograd, as in
         PyTorch. ``with_keyset=True`` passes the call's DispatchKeySet as the first argument, so the
-        kernel can redispatch. ``fn`` may also be a boxed kernel such as
+        kernel can redispatch; ``with_keyset="raw"`` passes it as a plain 64-bit int (what the
+        generated kernels use: cheaper, like C++ passing the set by value). ``fn`` may also be a boxed kernel such as
         ``autograd_not_implemented_fallback()``.
         """
         self._check_open()

@@ -210,7 +210,8 @@ class OperatorEntry:
             return TableEntry(reporter, 2, None, label, key)
         kernel = registration.kernel
         if kernel.unboxed is not None:
-            return TableEntry(kernel.unboxed, 1 if kernel.with_keyset else 0, registration, label, key)
+            mode = 2 if kernel.with_keyset == "raw" else 1 if kernel.with_keyset else 0
+            return TableEntry(kernel.unboxed, mode, registration, label, key)
         return TableEntry(make_boxed_adapter(kernel, self), 2, registration, label, key)
 
     def update_table(self) -> None:

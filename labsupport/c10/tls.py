@@ -28,16 +28,15 @@ DEFAULT_EXCLUDED = autocast_dispatch_keyset
 
 
 class LocalDispatchKeySet(threading.local):
-    """The per-thread state. ``keep`` caches ``~(excluded & functionality bits)`` for the hot path."""
+    """The per-thread state, kept in one tuple ``sets = (included, keep, excluded)`` so that the
+    dispatcher's hot path and the guards touch the thread-local object once. ``keep`` is
+    ``~(excluded & functionality bits)``: "a - b" on key sets clears only functionality bits."""
 
-    # ``sets`` is (included, keep), read in one step by the dispatcher's hot path, where ``keep`` is
-    # ``~(excluded & functionality bits)``: "a - b" on key sets clears only functionality bits.
-    sets: tuple[int, int]
-    excluded: int
+    sets: tuple[int, int, int]
 
     def __init__(self) -> None:
-        self.excluded = int(DEFAULT_EXCLUDED)
-        self.sets = (int(DEFAULT_INCLUDED), FULL & ~(self.excluded & FUNCTIONALITY_BITS))
+        excluded = int(DEFAULT_EXCLUDED)
+        self.sets = (int(DEFAULT_INCLUDED), FULL & ~(excluded & FUNCTIONALITY_BITS), excluded)
 
     @property
     def included(self) -> int:
@@ -45,11 +44,14 @@ class LocalDispatchKeySet(threading.local):
 
     @included.setter
     def included(self, raw: int) -> None:
-        self.sets = (raw, self.sets[1])
+        self.sets = (raw, self.sets[1], self.sets[2])
+
+    @property
+    def excluded(self) -> int:
+        return self.sets[2]
 
     def set_excluded(self, raw: int) -> None:
-        self.excluded = raw
-        self.sets = (self.sets[0], FULL & ~(raw & FUNCTIONALITY_BITS))
+        self.sets = (self.sets[0], FULL & ~(raw & FUNCTIONALITY_BITS), raw)
 
 
 tls = LocalDispatchKeySet()
@@ -72,20 +74,21 @@ def _as_raw(keys: DispatchKeySet | DispatchKey | str) -> int:
 class ExcludeDispatchKeyGuard:
     """``c10::impl::ExcludeDispatchKeyGuard``: add keys to the exclude set for the ``with`` block."""
 
-    __slots__ = ("_keys", "_saved")
+    __slots__ = ("_keys", "_keep", "_saved")
 
     def __init__(self, keys: DispatchKeySet | DispatchKey | str) -> None:
         self._keys = _as_raw(keys)
+        self._keep = ~(self._keys & FUNCTIONALITY_BITS)
 
     def __enter__(self) -> ExcludeDispatchKeyGuard:
-        self._saved = tls.excluded
-        tls.set_excluded(self._saved | self._keys)
+        self._saved = sets = tls.sets
+        tls.sets = (sets[0], sets[1] & self._keep, sets[2] | self._keys)
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        tls.set_excluded(self._saved)
+        tls.sets = self._saved
 
 
 class IncludeDispatchKeyGuard:
@@ -97,14 +100,14 @@ class IncludeDispatchKeyGuard:
         self._keys = _as_raw(keys)
 
     def __enter__(self) -> IncludeDispatchKeyGuard:
-        self._saved = tls.included
-        tls.included = self._saved | self._keys
+        self._saved = sets = tls.sets
+        tls.sets = (sets[0] | self._keys, sets[1], sets[2])
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        tls.included = self._saved
+        tls.sets = self._saved
 
 
 class ForceDispatchKeyGuard:
@@ -116,38 +119,52 @@ class ForceDispatchKeyGuard:
         self._include, self._exclude = int(include), int(exclude)
 
     def __enter__(self) -> ForceDispatchKeyGuard:
-        self._saved = (tls.included, tls.excluded)
-        tls.included = self._include
-        tls.set_excluded(self._exclude)
+        self._saved = tls.sets
+        tls.sets = (self._include, FULL & ~(self._exclude & FUNCTIONALITY_BITS), self._exclude)
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        tls.included = self._saved[0]
-        tls.set_excluded(self._saved[1])
+        tls.sets = self._saved
 
 
 _BELOW_AUTOGRAD = int(autograd_dispatch_keyset)
 _BELOW_AD_INPLACE_OR_VIEW = _BELOW_AUTOGRAD | int(DispatchKeySet(DispatchKey.ADInplaceOrView))
 
 
-class AutoDispatchBelowAutograd(ExcludeDispatchKeyGuard):
+class _FixedExcludeGuard:
+    """An exclude guard whose keys are fixed by its class (no per-use set-up: it is on hot paths)."""
+
+    __slots__ = ("_saved",)
+    _keys = 0
+    _keep = -1
+
+    def __enter__(self) -> _FixedExcludeGuard:
+        self._saved = sets = tls.sets
+        tls.sets = (sets[0], sets[1] & self._keep, sets[2] | self._keys)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        tls.sets = self._saved
+
+
+class AutoDispatchBelowAutograd(_FixedExcludeGuard):
     """``at::AutoDispatchBelowAutograd``: exclude the autograd keys, so calls skip autograd kernels."""
 
     __slots__ = ()
+    _keys = _BELOW_AUTOGRAD
+    _keep = ~(_BELOW_AUTOGRAD & FUNCTIONALITY_BITS)
 
-    def __init__(self) -> None:
-        self._keys = _BELOW_AUTOGRAD
 
-
-class AutoDispatchBelowADInplaceOrView(ExcludeDispatchKeyGuard):
+class AutoDispatchBelowADInplaceOrView(_FixedExcludeGuard):
     """``at::AutoDispatchBelowADInplaceOrView``: exclude autograd *and* ADInplaceOrView."""
 
     __slots__ = ()
-
-    def __init__(self) -> None:
-        self._keys = _BELOW_AD_INPLACE_OR_VIEW
+    _keys = _BELOW_AD_INPLACE_OR_VIEW
+    _keep = ~(_BELOW_AD_INPLACE_OR_VIEW & FUNCTIONALITY_BITS)
 
 
 class AutoNonVariableTypeMode(AutoDispatchBelowAutograd):

@@ -1,0 +1,28 @@
+"""at::meta: the hand-written ``meta()`` halves of structured kernels (shape/dtype/device + checks).
+
+Names are re-exported lazily (``from labsupport.aten.meta import structured_add_Tensor``) so that
+importing this package stays cheap and free of import cycles with ``labsupport.aten.native``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "structured_add_Tensor": "binary_ops",
+    "structured_sub_Tensor": "binary_ops",
+    "structured_mul_Tensor": "binary_ops",
+    "structured_neg": "unary_ops",
+    "structured_sin": "unary_ops",
+    "structured_cos": "unary_ops",
+    "structured_sum_dim_IntList": "reduce_ops",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

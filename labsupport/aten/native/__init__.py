@@ -1,0 +1,50 @@
+"""at::native: the hand-written kernels. Structured kernels are classes with ``impl()`` deriving from
+their at::meta class; the other kernels are plain functions.
+
+Names are re-exported lazily (``from labsupport.aten.native import structured_ufunc_add_CPU``) so that
+importing this package stays cheap and free of import cycles with ``labsupport.aten.meta``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "structured_ufunc_add_CPU": "binary_ops",
+    "structured_ufunc_add_CUDA": "binary_ops",
+    "structured_sub_out": "binary_ops",
+    "structured_mul_out": "binary_ops",
+    "structured_neg_out": "unary_ops",
+    "structured_sin_out": "unary_ops",
+    "structured_cos_out": "unary_ops",
+    "structured_sum_out": "reduce_ops",
+    "alpha_check": "binary_op_checks",
+    "sub_check": "binary_op_checks",
+    "empty_cpu": "tensor_factories",
+    "empty_cuda": "tensor_factories",
+    "empty_meta": "tensor_factories",
+    "fill_": "fill",
+    "zero_": "fill",
+    "copy_": "composite",
+    "normal_": "distributions",
+    # CompositeExplicitAutograd kernels (they take the build's functions API first)
+    "sum": "composite",
+    "randn": "composite",
+    "zeros_symint": "composite",
+    "ones": "composite",
+    "expand": "composite",
+    # Meta kernels of non-structured ops
+    "fill_meta_": "meta_kernels",
+    "zero_meta_": "meta_kernels",
+    "normal_meta_": "meta_kernels",
+    "empty_meta_symint": "meta_kernels",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

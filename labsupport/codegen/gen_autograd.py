@@ -1,0 +1,214 @@
+"""The autograd generators: grad_fn node classes, VariableType kernels, ADInplaceOrView kernels.
+
+Stands for ``tools/autograd/gen_autograd_functions.py`` (``Functions.h/.cpp``: ``AddBackward0``),
+``tools/autograd/gen_variable_type.py`` (``VariableType_*.cpp``) and
+``tools/autograd/gen_inplace_or_view_type.py`` (``ADInplaceOrViewType_*.cpp``).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+
+from labsupport.codegen.api import arg_names, py_name
+from labsupport.codegen.gen import handle_name, header
+from labsupport.codegen.model import Derivative, NativeFunction, OpsRegistry
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.strip("_").split("_"))
+
+
+def node_names(reg: OpsRegistry) -> dict[str, str]:
+    """``add.Tensor -> AddBackward0``: base name in CamelCase, numbered in derivatives order."""
+    counts: dict[str, int] = {}
+    names = {}
+    for full_name, d in reg.derivatives.items():
+        base = _camel(d.func.name)
+        n = counts.get(base, 0)
+        counts[base] = n + 1
+        names[full_name] = f"{base}Backward{n}"
+    return names
+
+
+_SIZES = re.compile(r"\b(\w+)\.sym_sizes\(\)")
+
+
+def _rewrite(formula: str) -> tuple[str, set[str]]:
+    """Rewrite a formula for the node's ``apply``: ``self.sym_sizes()`` becomes a saved
+    ``self_sym_sizes``; input names become the saved ``<name>_`` attributes. Returns the expression
+    and the saved names it uses."""
+    saved: set[str] = set()
+
+    def sizes(match: re.Match[str]) -> str:
+        saved.add(f"{match.group(1)}_sym_sizes")
+        return f"{match.group(1)}_sym_sizes"
+
+    text = _SIZES.sub(sizes, formula)
+    tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    names = {
+        tok.string
+        for i, tok in enumerate(tokens)
+        if tok.type == tokenize.NAME and (i == 0 or tokens[i - 1].string != ".")
+    }
+    return text, names | saved
+
+
+def gen_autograd_functions(reg: OpsRegistry, source: str) -> str:
+    names = node_names(reg)
+    parts = [header("Backward nodes (grad_fn): one class per differentiable operator", "torch/csrc/autograd/generated/Functions.h / Functions.cpp", source)]
+    parts.append(
+        "from labsupport.autograd.formulas import maybe_multiply, sum_backward, sum_to  # FunctionsManual.cpp\n"
+        "from labsupport.autograd.node import Node\n"
+    )
+    for full_name, d in reg.derivatives.items():
+        cls = names[full_name]
+        inputs = [a for a in d.func.arguments if a.type.is_tensor_like and a.name in d.formulas]
+        saved: set[str] = set()
+        exprs = []
+        for i, a in enumerate(inputs):
+            expr, used = _rewrite(d.formulas[a.name])
+            saved |= used
+            exprs.append((i, a.name, expr))
+        arg_set = {a.name for a in d.func.arguments}
+        saved_names = sorted(n for n in saved if n in arg_set or n.endswith("_sym_sizes"))
+        unpack = "".join(f"        {py_name(n)} = node.{n}_\n" for n in saved_names)
+        lines = [
+            f"\n\nclass {cls}(Node):\n",
+            f'    """The backward of {d.func.name}' + (f".{d.func.overload_name}" if d.func.overload_name else "")
+            + f' ({d.loc}). Saved: {", ".join(saved_names) or "nothing"}."""\n\n',
+            "    def apply(node, grads):  # noqa: N805 -- `self` is the name of an input in the formulas\n",
+            "        grad = grads[0]\n",
+            "        if grad is None:\n",
+            f"            return [None] * {len(inputs)}\n",
+            unpack,
+            "        return [\n",
+        ]
+        for i, name, expr in exprs:
+            lines.append(f"            ({expr}) if node.next_functions[{i}][0] is not None else None,  # {name}\n")
+        lines.append("        ]\n")
+        parts.append("".join(lines))
+    return "".join(parts)
+
+
+def _saved_assignments(d: Derivative, f: NativeFunction) -> list[str]:
+    """What the autograd kernel stores on the node before running the op."""
+    saved: set[str] = set()
+    for a in d.func.arguments:
+        if a.name in d.formulas:
+            saved |= _rewrite(d.formulas[a.name])[1]
+    arg_set = {a.name for a in d.func.arguments}
+    lines = []
+    for name in sorted(saved):
+        if name.endswith("_sym_sizes"):
+            lines.append(f"grad_fn.{name}_ = {py_name(name[: -len('_sym_sizes')])}._sizes")
+        elif name in arg_set:
+            arg = next(a for a in d.func.arguments if a.name == name)
+            if arg.type.is_tensor_like and f.func.is_inplace and name == "self":
+                lines.append(f"grad_fn.{name}_ = saved_copy({py_name(name)})  # self is about to change")
+            else:
+                lines.append(f"grad_fn.{name}_ = {py_name(name)}")
+    return lines
+
+
+def gen_variable_type(reg: OpsRegistry, source: str) -> str:
+    names = node_names(reg)
+    parts = [header("Autograd kernels, registered to the Autograd alias key", "torch/csrc/autograd/generated/VariableType_*.cpp", source)]
+    parts.append(
+        "from . import _ops, autograd_functions, dispatcher\n"
+        "from labsupport.autograd.grad_mode import is_grad_enabled\n"
+        "from labsupport.autograd.node import NotImplemented, collect_next_edges, set_history\n"
+        "from labsupport.autograd.variable_type_utils import check_inplace, rebase_history, saved_copy\n"
+        "from labsupport.c10.dispatch_key_set import after_autograd_keyset\n"
+        "from labsupport.c10.library import Library\n"
+        "from labsupport.c10.tls import AutoDispatchBelowADInplaceOrView, AutoDispatchBelowAutograd\n\n"
+        "# Kernels are registered with_keyset=\"raw\": ks arrives as the set's raw 64 bits (C++ passes a\n"
+        "# DispatchKeySet by value), so masks are plain ints too.\n"
+        "AFTER_AUTOGRAD_KEYSET = int(after_autograd_keyset)\n"
+    )
+    regs = []
+    for f in reg.functions:
+        tensors = [a for a in f.func.arguments if a.type.is_tensor_like and not a.is_out]
+        if not tensors:
+            continue  # factories: the Autograd key is never in their key set
+        name = handle_name(f)
+        params = ", ".join(arg_names(f.func))
+        handle = f"_ops.{name}"
+        tensor_names = ", ".join(py_name(a.name) for a in tensors)
+        any_rg = " or ".join(f"{py_name(a.name)}.requires_grad" for a in tensors if a.type.is_tensor)
+        any_rg = any_rg or "False"
+        doc = f'    """torch::autograd::VariableType::{name}: autograd for aten::{f.name}."""\n'
+        body: list[str] = []
+        if f.func.is_out_fn():
+            outs = [py_name(a.name) for a in f.func.arguments if a.is_out]
+            body += [
+                f"    if is_grad_enabled() and ({any_rg} or {' or '.join(o + '.requires_grad' for o in outs)}):\n",
+                f'        raise RuntimeError("{f.func.name}(): functions with out=... arguments don\'t support automatic '
+                f'differentiation, but one of the arguments requires grad.")\n',
+                "    with AutoDispatchBelowAutograd():\n",
+                f"        return {handle}.redispatch(ks & AFTER_AUTOGRAD_KEYSET, {params})\n",
+            ]
+        else:
+            d = reg.derivative_for(f)
+            inplace = f.func.is_inplace
+            body.append(f"    _any_requires_grad = ({any_rg}) and is_grad_enabled()\n")
+            if inplace:
+                body.append("    check_inplace(self, _any_requires_grad)\n")
+            body.append("    grad_fn = None\n")
+            body.append("    if _any_requires_grad:\n")
+            if d is None:
+                body.append(f'        grad_fn = NotImplemented("{f.name}", {len(tensors)})\n')
+                body.append(f"        grad_fn.next_functions = collect_next_edges({tensor_names})\n")
+            else:
+                diff = [a for a in d.func.arguments if a.name in d.formulas]
+                body.append(f"        grad_fn = autograd_functions.{names[d.func.full_name]}()\n")
+                body.append(f"        grad_fn.next_functions = collect_next_edges({', '.join(py_name(a.name) for a in diff)})\n")
+                body += [f"        {line}\n" for line in _saved_assignments(d, f)]
+            guard = "AutoDispatchBelowAutograd" if inplace else "AutoDispatchBelowADInplaceOrView"
+            body.append(f"    with {guard}():\n")
+            body.append(f"        result = {handle}.redispatch(ks & AFTER_AUTOGRAD_KEYSET, {params})\n")
+            body.append("    if grad_fn is not None:\n")
+            body.append("        rebase_history(self, grad_fn)\n" if inplace else "        set_history(result, grad_fn)\n")
+            body.append("    return result\n")
+        parts.append(f"\n\ndef {name}(ks, {params}):\n{doc}{''.join(body)}")
+        regs.append((f.name, name))
+    parts.append('\n\nm = Library("aten", "IMPL", "Autograd", dispatcher=dispatcher)\n')
+    for op_name, fn in regs:
+        parts.append(f'm.impl("{op_name}", {fn}, with_keyset="raw")\n')
+    return "".join(parts)
+
+
+def gen_ad_inplace_or_view(reg: OpsRegistry, source: str) -> str:
+    parts = [header("ADInplaceOrView kernels: version counters for in-place and out= ops", "torch/csrc/autograd/generated/ADInplaceOrViewType_*.cpp", source)]
+    parts.append(
+        "from . import _ops, dispatcher\n"
+        "from labsupport.autograd.variable_type_utils import increment_version\n"
+        "from labsupport.c10.dispatch_key_set import after_ADInplaceOrView_keyset\n"
+        "from labsupport.c10.library import Library\n"
+        "from labsupport.c10.tls import AutoDispatchBelowADInplaceOrView\n\n"
+        "# ks arrives as the set's raw 64 bits (registered with_keyset=\"raw\").\n"
+        "AFTER_AD_INPLACE_OR_VIEW_KEYSET = int(after_ADInplaceOrView_keyset)\n"
+    )
+    regs = []
+    for f in reg.functions:
+        mutated = [py_name(a.name) for a in f.func.arguments if a.annotation is not None and a.annotation.is_write]
+        if not mutated:
+            continue
+        name = handle_name(f)
+        params = ", ".join(arg_names(f.func))
+        bumps = "".join(f"    increment_version({m})\n" for m in mutated)
+        parts.append(
+            f"\n\ndef {name}(ks, {params}):\n"
+            f'    """torch::ADInplaceOrView::{name}: run the op below this key, then bump the version of\n'
+            f'    the tensors it wrote (so autograd can detect a saved tensor modified in place)."""\n'
+            f"    with AutoDispatchBelowADInplaceOrView():\n"
+            f"        result = _ops.{name}.redispatch(ks & AFTER_AD_INPLACE_OR_VIEW_KEYSET, {params})\n"
+            f"{bumps}"
+            f"    return result\n"
+        )
+        regs.append((f.name, name))
+    parts.append('\n\nm = Library("aten", "IMPL", "ADInplaceOrView", dispatcher=dispatcher)\n')
+    for op_name, fn in regs:
+        parts.append(f'm.impl("{op_name}", {fn}, with_keyset="raw")\n')
+    return "".join(parts)

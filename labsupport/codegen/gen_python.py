@@ -1,0 +1,205 @@
+"""The Python binding generators: ``torch.add`` and ``Tensor.add``.
+
+Stands for ``tools/autograd/gen_python_functions.py`` (``python_torch_functions_*.cpp`` and
+``python_variable_methods.cpp``). Each binding gathers every overload of one name (and the out=
+sibling that ``out=`` selects) into one parser; a fast path handles the most common call shape
+without parsing at all.
+"""
+
+from __future__ import annotations
+
+from labsupport.codegen.api import (
+    api_name,
+    default_literal,
+    functional_name_counts,
+    py_name,
+    python_signature,
+)
+from labsupport.codegen.gen import header
+from labsupport.codegen.model import NativeFunction, OpsRegistry
+
+# Pointwise ops whose bindings accept Python numbers where a Tensor is expected (torch.add(1, 2)).
+NUMBERS_AS_TENSORS = ("add", "sub", "mul", "add_", "sub_", "mul_")
+
+DUNDERS = {
+    "__add__": "add", "__radd__": "add", "__iadd__": "add_",
+    "__sub__": "sub", "__isub__": "sub_",
+    "__mul__": "mul", "__rmul__": "mul", "__imul__": "mul_",
+    "__neg__": "neg",
+}  # fmt: skip
+
+
+def _out_sibling(reg: OpsRegistry, f: NativeFunction) -> NativeFunction | None:
+    target = f.func.signature_str()
+    for g in reg.functions:
+        if g.func.is_out_fn() and g.func.signature_str() == target:
+            return g
+    return None
+
+
+def _overloads(reg: OpsRegistry, variant: str) -> dict[str, list[NativeFunction]]:
+    names: dict[str, list[NativeFunction]] = {}
+    for f in reg.functions:
+        if variant in f.variants and not f.func.is_out_fn():
+            names.setdefault(f.func.name, []).append(f)
+    return names
+
+
+def _binding(
+    reg: OpsRegistry, name: str, overloads: list[NativeFunction], *, method: bool, counts: dict[str, int]
+) -> str:
+    """One binding function: parse, then call the C++ API of the matching overload."""
+    var = f"_{name}_parser"
+    sigs = []
+    for f in overloads:
+        sigs.append(python_signature(f, method=method, out=None if method else _out_sibling(reg, f)))
+    numbers = name in NUMBERS_AS_TENSORS
+    parser = (
+        f"{var} = PythonArgParser(\n"
+        + "".join(f'    "{s}",\n' for s in sigs).join(["    [\n", "    ],\n"])
+        + f"    method={method},\n"
+        + f"    allow_numbers_as_tensors={numbers},\n"
+        + "    tensor_type=TensorBase,\n"
+        + "    wrap_number=scalar_to_tensor,\n"
+        + ")\n"
+    )
+    torch_file = "python_variable_methods.cpp" if method else "python_torch_functions_*.cpp"
+    head = "self, *args, **kwargs" if method else "*args, **kwargs"
+    lines = [
+        f"\n\n{parser}\n\ndef {name}({head}):\n",
+        f'    """torch::autograd::THPVariable_{name} ({torch_file})."""\n',
+    ]
+    lines += _fast_path(overloads[0], method=method, counts=counts)
+    lines.append(f"    r = {var}.parse(args, kwargs)\n")
+    for index, f in enumerate(overloads):
+        lines += _overload_call(reg, f, index, method=method, counts=counts)
+    return "".join(lines)
+
+
+def _target(f: NativeFunction, counts: dict[str, int], *, method: bool) -> str:
+    return f"TensorBody.{api_name(f, counts)}" if method else f"functions.{api_name(f, counts)}"
+
+
+def _fast_path(f: NativeFunction, *, method: bool, counts: dict[str, int]) -> list[str]:
+    """``if the call is (Tensor, Tensor) with no keywords: skip the parser``."""
+    args = [a for a in f.func.arguments if not (method and a.name == "self")]
+    required = [a for a in args if a.default is None and not a.kwarg_only]
+    if not required or any(not a.type.is_tensor for a in required) or f.is_factory:
+        return []
+    checks = " and ".join(f"type(args[{i}]) is Tensor" for i in range(len(required)))
+    if not method:
+        pass
+    values = []
+    position = 0
+    for a in f.func.arguments:
+        if method and a.name == "self":
+            values.append("self")
+        elif a in required:
+            values.append(f"args[{position}]")
+            position += 1
+        else:
+            values.append(default_literal(a) or "None")
+    target = _target(f, counts, method=method)
+    return [
+        f"    if not kwargs and len(args) == {len(required)} and {checks}:\n",
+        f"        return {target}({', '.join(values)})  # fast path: no parsing needed\n",
+    ]
+
+
+def _overload_call(reg: OpsRegistry, f: NativeFunction, index: int, *, method: bool, counts: dict[str, int]) -> list[str]:
+    params = [a for a in f.func.arguments if not a.is_out and not (method and a.name == "self")]
+    names = [("input" if a.name == "self" else py_name(a.name)) for a in params]
+    out = None if method else _out_sibling(reg, f)
+    unpack = list(names)
+    if out is not None:
+        unpack.append("out")
+    if f.is_factory:
+        unpack.append("requires_grad")
+    call_values = []
+    for a in f.func.arguments:
+        if a.is_out:
+            continue
+        if method and a.name == "self":
+            call_values.append("self")
+        else:
+            call_values.append("input" if a.name == "self" else py_name(a.name))
+    target = _target(f, counts, method=method)
+    lines = [f"    if r.index == {index}:\n"]
+    if unpack:
+        lines.append(f"        {', '.join(unpack)}{',' if len(unpack) == 1 else ''} = r.values\n")
+    if out is not None:
+        outf = f"functions.{api_name(out, counts)}f"
+        lines.append("        if out is not None:\n")
+        lines.append(f"            return {outf}({', '.join(call_values)}, out)\n")
+    if f.is_factory:
+        lines.append(f"        result = {target}({', '.join(call_values)})\n")
+        lines.append("        if requires_grad:\n")
+        lines.append("            result.requires_grad_(True)\n")
+        lines.append("        return result\n")
+    else:
+        lines.append(f"        return {target}({', '.join(call_values)})\n")
+    return lines
+
+
+def gen_python_torch_functions(reg: OpsRegistry, source: str) -> str:
+    counts = functional_name_counts(reg.functions, "function")
+    parts = [header("Python bindings of the torch.* functions: torch.add(...)", "torch/csrc/autograd/generated/python_torch_functions_*.cpp", source)]
+    parts.append(
+        "from . import functions\n"
+        "from .python_variable_methods import Tensor, scalar_to_tensor\n"
+        "from labsupport.aten.tensor import TensorBase\n"
+        "from labsupport.utils.python_arg_parser import PythonArgParser\n"
+    )
+    names = []
+    for name, overloads in _overloads(reg, "function").items():
+        parts.append(_binding(reg, name, overloads, method=False, counts=counts))
+        names.append(name)
+    parts.append("\n\n__all__ = [\n" + "".join(f'    "{n}",\n' for n in names) + "]\n")
+    return "".join(parts)
+
+
+def gen_python_variable_methods(reg: OpsRegistry, source: str) -> str:
+    counts = functional_name_counts(reg.functions, "method")
+    parts = [header("Python bindings of the Tensor methods: Tensor.add(...), a + b", "torch/csrc/autograd/generated/python_variable_methods.cpp", source)]
+    parts.append(
+        "from .tensor_body import TensorBody\n"
+        "from labsupport.aten.scalar_tensor import wrapped_scalar_tensor\n"
+        "from labsupport.aten.tensor import TensorBase\n"
+        "from labsupport.autograd.engine import backward as _run_backward\n"
+        "from labsupport.utils.python_arg_parser import PythonArgParser\n"
+    )
+    methods = _overloads(reg, "method")
+    bindings = [_binding(reg, name, overloads, method=True, counts=counts) for name, overloads in methods.items()]
+    body = []
+    for code in bindings:
+        # Methods are defined at module level, then attached to the class below.
+        body.append(code)
+    parts.append(
+        "\n\nclass Tensor(TensorBody):\n"
+        '    """torch.Tensor: what Python code holds. Its methods parse Python arguments and call the\n'
+        '    C++ API methods of TensorBody (at::Tensor)."""\n\n'
+        "    __slots__ = ()\n\n"
+        "    def backward(self, gradient=None):\n"
+        '        """Tensor.backward: run the autograd engine from this tensor."""\n'
+        "        _run_backward(self, gradient)\n"
+        "\n\ndef scalar_to_tensor(value):\n"
+        '    """A Python number as a 0-dim "wrapped number" tensor (lowest type-promotion priority)."""\n'
+        "    return wrapped_scalar_tensor(value, Tensor)\n"
+    )
+    parts.extend(body)
+    attach = ["\n\n# Attach the bindings (PyTorch's method table, variable_methods[]).\n"]
+    for name in methods:
+        attach.append(f"Tensor.{name} = {name}\n")
+    for dunder, target in DUNDERS.items():
+        if target in methods:
+            attach.append(f"Tensor.{dunder} = {target}\n")
+    if "sub" in _overloads(reg, "function") or "sub" in methods:
+        attach.append(
+            "\n\ndef __rsub__(self, other):\n"
+            '    """other - self (torch.rsub)."""\n'
+            "    other = other if isinstance(other, TensorBase) else scalar_to_tensor(other)\n"
+            "    return TensorBody.sub(other, self)\n\n\n"
+            "Tensor.__rsub__ = __rsub__\n"
+        )
+    parts.extend(attach)
+    return "".join(parts)

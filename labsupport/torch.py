@@ -1,0 +1,58 @@
+"""The lab's ``torch``: ``import labsupport.torch as torch``.
+
+The operators (``torch.add``, ``Tensor.add``, ...) are generated from ops.yaml into build/torch/ on
+first import and registered with the default dispatcher (``labsupport.dispatcher``). The rest is
+hand-written, as in PyTorch: dtypes, ``torch.tensor``, grad mode, the random seed.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+from labsupport.aten.dtype import (
+    bool,
+    double,
+    float,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    half,
+    int64,
+    long,
+    set_default_dtype,
+)
+from labsupport.aten.dtype import dtype as dtype
+from labsupport.aten.generator import manual_seed
+from labsupport.aten.tensor import Device as device  # noqa: N813 -- torch.device
+from labsupport.aten.tensor import Size, tensor_data_to_numpy, tensor_device
+from labsupport.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from labsupport.c10.dispatcher import dispatcher as _dispatcher
+from labsupport.codegen.build import load_build
+
+_build = load_build(name="torch", dispatcher=_dispatcher)
+_functions = _build.python_torch_functions
+Tensor = _build.python_variable_methods.Tensor
+globals().update({name: getattr(_functions, name) for name in _functions.__all__})
+
+
+def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: builtins.bool = False) -> Any:
+    """``torch.tensor(data)``: a new tensor holding a copy of ``data`` (torch/csrc/utils/tensor_new.cpp).
+
+    Like PyTorch, Python floats become the default dtype, ints int64, bools bool. The lab builds the
+    tensor directly rather than through ``aten::empty`` + ``copy_``.
+    """
+    array, dt = tensor_data_to_numpy(data, dtype=dtype)
+    dev = tensor_device(device)
+    t = Tensor._make(None if dev.type == "meta" else array, tuple(array.shape), dt, dev)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+__all__ = [
+    "Size", "Tensor", "bool", "device", "double", "dtype", "enable_grad", "float", "float16", "float32",
+    "float64", "get_default_dtype", "half", "int64", "is_grad_enabled", "long", "manual_seed", "no_grad",
+    "set_default_dtype", "set_grad_enabled", "tensor", *_functions.__all__,
+]  # fmt: skip

@@ -1,0 +1,1 @@
+"""Helpers shared by the generated Python bindings (stands for torch/csrc/utils)."""
