@@ -1193,7 +1193,7 @@ def test_layout_and_memory_format_classes(monkeypatch: pytest.MonkeyPatch) -> No
         parser.parse((2,), {"layout": strided})
     pap.register_argument_class("Layout", layout, "torch.layout")
     assert parser.parse((2,), {"layout": strided}).values[3] is strided
-    with pytest.raises(TypeError, match=r"must be torch.layout, not torch.layout$"):
+    with pytest.raises(TypeError, match=r"must be torch.memory_format, not torch.layout$"):
         make_parser("torch.empty").parse((2,), {"memory_format": strided})
     with pytest.raises(ValueError):
         pap.register_argument_class("Tensor", layout)

@@ -1,7 +1,13 @@
 """ATen for Dispatcher Lab: the hand-written tensor library that generated code is built on.
 
-Sub-modules mirror PyTorch's layout: ``dtype``/``type_promotion`` (c10/core/ScalarType.h),
-``tensor`` (c10/core/TensorImpl.h + ATen/core/TensorBase.h), ``tensor_iterator`` (ATen/TensorIterator.h),
-``meta`` (at::meta, the shape/dtype half of structured kernels) and ``native`` (at::native kernels).
+Sub-modules mirror PyTorch's layout:
+
+* ``dtype``, ``type_promotion`` - scalar types and promotion (c10/core/ScalarType.h, TypeProperties.cpp)
+* ``tensor``, ``tensor_str`` - TensorImpl/TensorBase, Device, TensorOptions, printing (torch/_tensor_str.py)
+* ``tensor_meta``, ``tensor_iterator`` - MetaBase and TensorIteratorBase, the base of structured kernels
+* ``meta`` / ``native`` - at::meta (shape/dtype checks) and at::native (numpy kernels)
+* ``cast``, ``wrap_dim``, ``generator`` - c10 conversions, dim wrapping, the random generator
+* ``testing`` - run a structured kernel's functional/inplace/out variants by hand
+
 Import the sub-modules directly; this file stays empty on purpose.
 """

@@ -289,14 +289,14 @@ class TensorBase:
     ``_ks``              the raw 64-bit DispatchKeySet as an int
     ``requires_grad``    bool; ``grad``, ``grad_fn``, ``_output_nr``: autograd metadata
     ``_version_counter`` VersionCounter shared with views (``_version`` gives its value, as in torch);
-                         created on first access
+                         a property over the ``_vc`` slot, created on first access
     ``_is_inference``    created under InferenceMode
     ``_wrapped_number``  a Python number the binding wrapped into a 0-dim tensor (lowest promotion tier)
     """
 
     __slots__ = (
         "_data", "_sizes", "_dtype", "_device", "_ks", "requires_grad", "grad", "grad_fn",
-        "_version_counter", "_output_nr", "_is_inference", "_wrapped_number", "__weakref__",
+        "_vc", "_output_nr", "_is_inference", "_wrapped_number", "__weakref__",
     )
 
     @classmethod
@@ -327,17 +327,23 @@ class TensorBase:
         t.requires_grad = requires_grad
         t.grad = None
         t.grad_fn = None
+        t._vc = None
         t._output_nr = 0
         t._wrapped_number = False
         return t
 
-    def __getattr__(self, name: str) -> Any:
-        # Only reached when a slot was never assigned. The version counter is created on first use:
-        # most tensors are never modified in place, and _make stays cheaper without it.
-        if name == "_version_counter":
-            counter = self._version_counter = VersionCounter()
-            return counter
-        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+    @property
+    def _version_counter(self) -> VersionCounter:
+        """The shared VersionCounter, created on first use: most tensors are never modified in place,
+        and ``_make`` (run for every op output) stays cheaper without allocating one."""
+        counter = self._vc
+        if counter is None:
+            counter = self._vc = VersionCounter()
+        return counter
+
+    @_version_counter.setter
+    def _version_counter(self, counter: VersionCounter) -> None:
+        self._vc = counter
 
     # -- metadata accessors (TensorImpl inline methods) --
 

@@ -51,7 +51,7 @@ def check_inplace(self, sizes, options):
     """An in-place op must produce exactly self's dtype, device and sizes."""
     if options.dtype is not self._dtype:
         raise RuntimeError(
-            f"Bad in-place call: input tensor dtype {{self._dtype}} and output tensor dtype {{options.dtype}} should match"
+            f"Bad in-place call: input tensor dtype {{self._dtype.typemeta_name}} and output tensor dtype {{options.dtype.typemeta_name}} should match"
         )
     if options.device != self._device:
         raise RuntimeError(
@@ -66,7 +66,7 @@ def check_inplace(self, sizes, options):
 def resize_out(out, sizes, strides, options):
     """Check an out= tensor and resize it if needed (at::native::resize_output)."""
     if options.dtype is not out._dtype:
-        raise RuntimeError(f"Expected out tensor to have dtype {{options.dtype}}, but got {{out._dtype}} instead")
+        raise RuntimeError(f"Expected out tensor to have dtype {{options.dtype.typemeta_name}}, but got {{out._dtype.typemeta_name}} instead")
     if options.device != out._device:
         raise RuntimeError(
             f"Expected out tensor to have device {{options.device}}, but got {{out._device}} instead"

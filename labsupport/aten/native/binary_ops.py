@@ -7,11 +7,14 @@ to it, the arithmetic happens in it (or in a wider "opmath" type, see below) and
 to the output's dtype, writing into ``out._data`` in place.
 
 Rounding, as in PyTorch on CPU:
-* float16 math is done in float32 and rounded once at the end;
+* float16 math is done in float32 and rounded once at the end; a Python-number (or other one-element)
+  ``other`` of ``mul`` is read straight into float32, while ``add``/``sub`` first round it to half;
 * ``a + alpha * b`` is a fused multiply-add (one rounding) in torch's CPU loops. The lab reproduces
   that exactly for float32 (see ``_fused_multiply_add_float32``) and for float16 (computed in float32,
-  as torch's vectorized loop does). float64 uses a plain multiply and add, which may differ from
-  torch's FMA in the last bit;
+  as torch's vectorized loop does). Known differences: float64 uses a plain multiply and add (may
+  differ from torch's FMA in the last bit), and torch's float16 *scalar* loop (small tensors, loop
+  tails) rounds ``alpha * b`` to half before adding, so for an alpha that is not a power of two torch
+  itself gives position-dependent results that can differ from the lab's by one half-precision step;
 * integer arithmetic wraps around on overflow.
 """
 
