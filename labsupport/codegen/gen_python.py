@@ -86,23 +86,25 @@ def _fast_path(f: NativeFunction, *, method: bool, counts: dict[str, int]) -> li
     required = [a for a in args if a.default is None and not a.kwarg_only]
     if not required or any(not a.type.is_tensor for a in required) or f.is_factory:
         return []
-    checks = " and ".join(f"type(args[{i}]) is Tensor" for i in range(len(required)))
-    if not method:
-        pass
+    names = [f"_{a.name}" for a in required]
+    checks = " and ".join(f"type({n}) is Tensor" for n in names)
     values = []
     position = 0
     for a in f.func.arguments:
         if method and a.name == "self":
             values.append("self")
         elif a in required:
-            values.append(f"args[{position}]")
+            values.append(names[position])
             position += 1
         else:
             values.append(default_literal(a) or "None")
     target = _target(f, counts, method=method)
+    unpack = f"{names[0]}," if len(names) == 1 else ", ".join(names)
     return [
-        f"    if not kwargs and len(args) == {len(required)} and {checks}:\n",
-        f"        return {target}({', '.join(values)})  # fast path: no parsing needed\n",
+        f"    if not kwargs and len(args) == {len(required)}:  # fast path: the common call needs no parsing\n",
+        f"        {unpack} = args\n",
+        f"        if {checks}:\n",
+        f"            return {target}({', '.join(values)})\n",
     ]
 
 

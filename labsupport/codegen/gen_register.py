@@ -37,14 +37,14 @@ def wrapper_name(key: str, f: NativeFunction, structured: bool | None = None) ->
 
 
 def _helpers(key: str) -> str:
-    alloc = "None" if key == "Meta" else "np.empty(sizes, options.dtype.np)"
+    alloc = "None" if key == "Meta" else "np.empty(sizes, dtype.np)"
     what = "a data-less meta tensor" if key == "Meta" else f"a new {key} tensor"
     return f'''
 
 def create_out(sizes, strides, options):
-    """Allocate {what} (at::detail::empty_strided_{key.lower()})."""
-    sizes = tuple(sizes)
-    return Tensor._make({alloc}, sizes, options.dtype, options.device)
+    """Allocate {what} (at::detail::empty_strided_{key.lower()}); sizes is a tuple."""
+    dtype = options.dtype
+    return Tensor._make({alloc}, sizes, dtype, options.device)
 
 
 def check_inplace(self, sizes, options):
