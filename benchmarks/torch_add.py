@@ -18,20 +18,30 @@ import timeit
 import numpy as np
 
 
-def median_us(fn, number: int = 20000, repeat: int = 15) -> float:
-    fn()
-    return statistics.median(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
+def interleaved_medians(cases: dict, number: int = 5000, repeat: int = 31) -> dict[str, float]:
+    """Time every case once per round, round after round, and take each case's median: load that
+    comes and goes during the run then hits all cases alike, so the ratios stay honest."""
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    for fn, _ in cases.values():
+        fn()
+    for _ in range(repeat):
+        for name, (fn, context) in cases.items():
+            with context():
+                samples[name].append(timeit.timeit(fn, number=number) / number * 1e6)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def main() -> None:
+    import contextlib
+
     import labsupport.torch as lab_torch
 
-    results: dict[str, float] = {}
+    cases: dict = {}
     la, lb = lab_torch.tensor([1.0, 2.0]), lab_torch.tensor([3.0, 4.0])
     lab_add = lab_torch.add
-    results["lab torch.add (full stack)"] = median_us(lambda: lab_add(la, lb))
+    cases["lab torch.add (full stack)"] = (lambda: lab_add(la, lb), contextlib.nullcontext)
     na, nb = np.array([1.0, 2.0], np.float32), np.array([3.0, 4.0], np.float32)
-    results["numpy.add"] = median_us(lambda: np.add(na, nb))
+    cases["numpy.add"] = (lambda: np.add(na, nb), contextlib.nullcontext)
     try:
         import torch
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -39,16 +49,14 @@ def main() -> None:
         torch = None
     if torch is not None:
         ta, tb = torch.tensor([1.0, 2.0]), torch.tensor([3.0, 4.0])
-        results["PyTorch torch.add (C++)"] = median_us(lambda: torch.add(ta, tb))
+        cases["PyTorch torch.add (C++)"] = (lambda: torch.add(ta, tb), contextlib.nullcontext)
 
         class PassThrough(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 return func(*args, **(kwargs or {}))
 
-        with PassThrough():
-            results["PyTorch torch.add in a pass-through TorchDispatchMode"] = median_us(
-                lambda: torch.add(ta, tb), number=5000
-            )
+        cases["PyTorch torch.add in a pass-through TorchDispatchMode"] = (lambda: torch.add(ta, tb), PassThrough)
+    results = interleaved_medians(cases)
     width = max(map(len, results))
     for name, us in results.items():
         print(f"{name:<{width}}  {us:7.2f} us")

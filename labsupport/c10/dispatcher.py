@@ -194,11 +194,11 @@ class Dispatcher:
             return self._call_observed(op, tensor_ks, ks, entry, args, False)
         try:
             mode = entry.mode
+            if mode == 2:  # raw key set: generated kernels, boxed adapters
+                return entry.fn(ks, *args)
             if mode == 0:
                 return entry.fn(*args)
-            if mode == 1:
-                return entry.fn(_wrap(ks), *args)
-            return entry.fn(ks, *args)
+            return entry.fn(_wrap(ks), *args)
         except RecursionError as error:
             raise DispatchRecursionError() from error
 
@@ -208,11 +208,11 @@ class Dispatcher:
         if observers.active:
             return self._call_observed(op, ks, ks, entry, args, True)
         mode = entry.mode
+        if mode == 2:
+            return entry.fn(ks, *args)
         if mode == 0:
             return entry.fn(*args)
-        if mode == 1:
-            return entry.fn(_wrap(ks), *args)
-        return entry.fn(ks, *args)
+        return entry.fn(_wrap(ks), *args)
 
     def call_boxed(self, op: OperatorEntry, stack: list[Any]) -> None:
         """``Dispatcher::callBoxed``: arguments on a stack; the key set comes from its tensors."""

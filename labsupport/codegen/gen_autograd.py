@@ -112,6 +112,29 @@ def _saved_assignments(d: Derivative, f: NativeFunction) -> list[str]:
     return lines
 
 
+GUARD_CONSTANTS = (
+    "# RAII guards, inlined the way C++ inlines them: save the thread-local key sets, exclude the\n"
+    "# guard's keys, restore on the way out (see labsupport/c10/tls.py for the guard classes).\n"
+    "BELOW_AUTOGRAD_KEEP = AutoDispatchBelowAutograd._keep\n"
+    "BELOW_AUTOGRAD_KEYS = AutoDispatchBelowAutograd._keys\n"
+    "BELOW_AD_INPLACE_OR_VIEW_KEEP = AutoDispatchBelowADInplaceOrView._keep\n"
+    "BELOW_AD_INPLACE_OR_VIEW_KEYS = AutoDispatchBelowADInplaceOrView._keys\n"
+)
+
+
+def guarded(guard: str, statement: str) -> list[str]:
+    """``statement`` run under an inlined ``at::<guard>``; the sets are restored even if it raises."""
+    const = "BELOW_AUTOGRAD" if guard == "AutoDispatchBelowAutograd" else "BELOW_AD_INPLACE_OR_VIEW"
+    return [
+        f"    _saved = tls.sets  # at::{guard} guard;\n",
+        f"    tls.sets = (_saved[0], _saved[1] & {const}_KEEP, _saved[2] | {const}_KEYS)\n",
+        "    try:\n",
+        f"        {statement}\n",
+        "    finally:\n",
+        "        tls.sets = _saved  # ~guard\n",
+    ]
+
+
 def gen_variable_type(reg: OpsRegistry, source: str) -> str:
     names = node_names(reg)
     parts = [header("Autograd kernels, registered to the Autograd alias key", "torch/csrc/autograd/generated/VariableType_*.cpp", source)]
@@ -122,10 +145,11 @@ def gen_variable_type(reg: OpsRegistry, source: str) -> str:
         "from labsupport.autograd.variable_type_utils import check_inplace, rebase_history, saved_copy\n"
         "from labsupport.c10.dispatch_key_set import after_autograd_keyset\n"
         "from labsupport.c10.library import Library\n"
-        "from labsupport.c10.tls import AutoDispatchBelowADInplaceOrView, AutoDispatchBelowAutograd\n\n"
+        "from labsupport.c10.tls import AutoDispatchBelowADInplaceOrView, AutoDispatchBelowAutograd, tls\n\n"
         "# Kernels are registered with_keyset=\"raw\": ks arrives as the set's raw 64 bits (C++ passes a\n"
         "# DispatchKeySet by value), so masks are plain ints too.\n"
         "AFTER_AUTOGRAD_KEYSET = int(after_autograd_keyset)\n"
+        + GUARD_CONSTANTS
     )
     regs = []
     for f in reg.functions:
@@ -146,8 +170,7 @@ def gen_variable_type(reg: OpsRegistry, source: str) -> str:
                 f"    if is_grad_enabled() and ({any_rg} or {' or '.join(o + '.requires_grad' for o in outs)}):\n",
                 f'        raise RuntimeError("{f.func.name}(): functions with out=... arguments don\'t support automatic '
                 f'differentiation, but one of the arguments requires grad.")\n',
-                "    with AutoDispatchBelowAutograd():\n",
-                f"        return {handle}.redispatch(ks & AFTER_AUTOGRAD_KEYSET, {params})\n",
+                *guarded("AutoDispatchBelowAutograd", f"return {handle}.redispatch(ks & AFTER_AUTOGRAD_KEYSET, {params})"),
             ]
         else:
             d = reg.derivative_for(f)
@@ -166,8 +189,7 @@ def gen_variable_type(reg: OpsRegistry, source: str) -> str:
                 body.append(f"        grad_fn.next_functions = collect_next_edges({', '.join(py_name(a.name) for a in diff)})\n")
                 body += [f"        {line}\n" for line in _saved_assignments(d, f)]
             guard = "AutoDispatchBelowAutograd" if inplace else "AutoDispatchBelowADInplaceOrView"
-            body.append(f"    with {guard}():\n")
-            body.append(f"        result = {handle}.redispatch(ks & AFTER_AUTOGRAD_KEYSET, {params})\n")
+            body += guarded(guard, f"result = {handle}.redispatch(ks & AFTER_AUTOGRAD_KEYSET, {params})")
             body.append("    if grad_fn is not None:\n")
             body.append("        rebase_history(self, grad_fn)\n" if inplace else "        set_history(result, grad_fn)\n")
             body.append("    return result\n")
@@ -186,9 +208,10 @@ def gen_ad_inplace_or_view(reg: OpsRegistry, source: str) -> str:
         "from labsupport.autograd.variable_type_utils import increment_version\n"
         "from labsupport.c10.dispatch_key_set import after_ADInplaceOrView_keyset\n"
         "from labsupport.c10.library import Library\n"
-        "from labsupport.c10.tls import AutoDispatchBelowADInplaceOrView\n\n"
+        "from labsupport.c10.tls import AutoDispatchBelowADInplaceOrView, AutoDispatchBelowAutograd, tls\n\n"
         "# ks arrives as the set's raw 64 bits (registered with_keyset=\"raw\").\n"
         "AFTER_AD_INPLACE_OR_VIEW_KEYSET = int(after_ADInplaceOrView_keyset)\n"
+        + GUARD_CONSTANTS
     )
     regs = []
     for f in reg.functions:
@@ -198,14 +221,14 @@ def gen_ad_inplace_or_view(reg: OpsRegistry, source: str) -> str:
         name = handle_name(f)
         params = ", ".join(arg_names(f.func))
         bumps = "".join(f"    increment_version({m})\n" for m in mutated)
+        call = f"result = _ops.{name}.redispatch(ks & AFTER_AD_INPLACE_OR_VIEW_KEYSET, {params})"
         parts.append(
             f"\n\ndef {name}(ks, {params}):\n"
             f'    """torch::ADInplaceOrView::{name}: run the op below this key, then bump the version of\n'
             f'    the tensors it wrote (so autograd can detect a saved tensor modified in place)."""\n'
-            f"    with AutoDispatchBelowADInplaceOrView():\n"
-            f"        result = _ops.{name}.redispatch(ks & AFTER_AD_INPLACE_OR_VIEW_KEYSET, {params})\n"
-            f"{bumps}"
-            f"    return result\n"
+            + "".join(guarded("AutoDispatchBelowADInplaceOrView", call))
+            + f"{bumps}"
+            "    return result\n"
         )
         regs.append((f.name, name))
     parts.append('\n\nm = Library("aten", "IMPL", "ADInplaceOrView", dispatcher=dispatcher)\n')

@@ -15,7 +15,7 @@ from labsupport.codegen.api import (
     py_name,
     python_signature,
 )
-from labsupport.codegen.gen import header
+from labsupport.codegen.gen import handle_name, header
 from labsupport.codegen.model import NativeFunction, OpsRegistry
 
 # Pointwise ops whose bindings accept Python numbers where a Tensor is expected (torch.add(1, 2)).
@@ -77,7 +77,13 @@ def _binding(
 
 
 def _target(f: NativeFunction, counts: dict[str, int], *, method: bool) -> str:
-    return f"TensorBody.{api_name(f, counts)}" if method else f"functions.{api_name(f, counts)}"
+    """What a binding calls. In C++ the binding calls at::add / at::Tensor::add, inline functions
+    that compile down to at::_ops::add_Tensor::call (a release build's backtrace goes straight from
+    THPVariable_add to the handle); the lab's bindings call the handle too. A manual_cpp_binding op
+    goes through its hand-written API function instead."""
+    if f.manual_cpp_binding:
+        return f"TensorBody.{api_name(f, counts)}" if method else f"functions.{api_name(f, counts)}"
+    return f"_ops.{handle_name(f)}.call"
 
 
 def _fast_path(f: NativeFunction, *, method: bool, counts: dict[str, int]) -> list[str]:
@@ -147,7 +153,7 @@ def gen_python_torch_functions(reg: OpsRegistry, source: str) -> str:
     counts = functional_name_counts(reg.functions, "function")
     parts = [header("Python bindings of the torch.* functions: torch.add(...)", "torch/csrc/autograd/generated/python_torch_functions_*.cpp", source)]
     parts.append(
-        "from . import functions\n"
+        "from . import _ops, functions\n"
         "from .python_variable_methods import Tensor, scalar_to_tensor\n"
         "from labsupport.aten.tensor import TensorBase\n"
         "from labsupport.utils.python_arg_parser import PythonArgParser\n"
@@ -164,6 +170,7 @@ def gen_python_variable_methods(reg: OpsRegistry, source: str) -> str:
     counts = functional_name_counts(reg.functions, "method")
     parts = [header("Python bindings of the Tensor methods: Tensor.add(...), a + b", "torch/csrc/autograd/generated/python_variable_methods.cpp", source)]
     parts.append(
+        "from . import _ops\n"
         "from .tensor_body import TensorBody\n"
         "from labsupport.aten.scalar_tensor import wrapped_scalar_tensor\n"
         "from labsupport.aten.tensor import TensorBase\n"

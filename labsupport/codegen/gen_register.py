@@ -41,10 +41,13 @@ def _helpers(key: str) -> str:
     what = "a data-less meta tensor" if key == "Meta" else f"a new {key} tensor"
     return f'''
 
+_make = Tensor._make
+
+
 def create_out(sizes, strides, options):
     """Allocate {what} (at::detail::empty_strided_{key.lower()}); sizes is a tuple."""
     dtype = options.dtype
-    return Tensor._make({alloc}, sizes, dtype, options.device)
+    return _make({alloc}, sizes, dtype, options.device)
 
 
 def check_inplace(self, sizes, options):
