@@ -17,6 +17,7 @@ one Python process. ``labsupport.dispatcher`` is the default one.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 import warnings
@@ -38,6 +39,9 @@ from labsupport.c10.tls import tls
 _wrap = DispatchKeySet.from_raw
 _SLOT_CACHE: dict[int, int] = {}
 _slot_get = _SLOT_CACHE.get  # memo of slot_index, a pure function of the 64-bit set
+
+# Where ipykernel compiles notebook cells (not ipykernel_launcher.py, which is the kernel itself).
+_NOTEBOOK_CELL = re.compile(r"[/\\]ipykernel_\d+[/\\]")
 
 
 def _slot(ks: int) -> int:
@@ -416,7 +420,7 @@ _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__f
 def pretty_source(filename: str, lineno: int) -> str:
     """A stable, short "file:line" for debug strings: notebook cells and repo-relative paths."""
     base = os.path.basename(filename)
-    if "ipykernel_" in filename or filename.startswith("<ipython-input"):
+    if _NOTEBOOK_CELL.search(filename) or filename.startswith("<ipython-input"):
         return f"<notebook cell>:{lineno}"
     if filename.startswith(_REPO_ROOT + os.sep):
         return f"{os.path.relpath(filename, _REPO_ROOT)}:{lineno}"

@@ -30,6 +30,9 @@ DUNDERS = {
 
 
 def _out_sibling(reg: OpsRegistry, f: NativeFunction) -> NativeFunction | None:
+    """The out= op that ``out=`` selects for a functional op (never for an in-place one)."""
+    if f.func.is_inplace:
+        return None
     target = f.func.signature_str()
     for g in reg.functions:
         if g.func.is_out_fn() and g.func.signature_str() == target:
@@ -53,6 +56,9 @@ def _binding(
     sigs = []
     for f in overloads:
         sigs.append(python_signature(f, method=method, out=None if method else _out_sibling(reg, f)))
+    deprecated = _deprecated_alpha_overload(reg, overloads[0], method=method)
+    if deprecated is not None:
+        sigs.append(deprecated[0])
     numbers = name in NUMBERS_AS_TENSORS
     parser = (
         f"{var} = PythonArgParser(\n"
@@ -73,7 +79,38 @@ def _binding(
     lines.append(f"    r = {var}.parse(args, kwargs)\n")
     for index, f in enumerate(overloads):
         lines += _overload_call(reg, f, index, method=method, counts=counts)
+    if deprecated is not None:
+        lines += deprecated[1](len(overloads))
     return "".join(lines)
+
+
+def _deprecated_alpha_overload(reg: OpsRegistry, f: NativeFunction, *, method: bool):
+    """PyTorch still binds the old ``add(input, alpha, other)`` spelling of ops with an ``alpha``
+    (``|deprecated`` signatures in gen_python_functions.py); it warns when used, and its presence is
+    why a bad call prints "received an invalid combination of arguments"."""
+    names = [a.name for a in f.func.arguments]
+    if names[:2] != ["self", "other"] or "alpha" not in names or (f.func.is_inplace and not method):
+        return None
+    out = None if method else _out_sibling(reg, f)
+    if method:
+        sig = f"{f.func.name}(Scalar alpha, Tensor other)|deprecated"
+    else:
+        sig = f"{f.func.name}(Tensor input, Scalar alpha, Tensor other, *, Tensor out=None)|deprecated"
+
+    def lines(index: int) -> list[str]:
+        target = "self" if method else "input"
+        body = [f"    if r.index == {index}:  # the deprecated (alpha, other) order\n"]
+        if method:
+            body.append("        alpha, other = r.values\n")
+        else:
+            body.append("        input, alpha, other, out = r.values\n")
+            if out is not None:
+                body.append("        if out is not None:\n")
+                body.append(f"            return functions.{f.func.name}_outf(input, other, alpha, out)\n")
+        body.append(f"        return _ops.{handle_name(f)}.call({target}, other, alpha)\n")
+        return body
+
+    return sig, lines
 
 
 def _target(f: NativeFunction, counts: dict[str, int], *, method: bool) -> str:
