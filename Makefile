@@ -22,7 +22,7 @@ lab: $(STAMP)
 ## make test: set up, then run the whole test suite (style, engine, codegen, graders, notebooks)
 test: $(STAMP)
 	$(BIN)/python -m ruff check .
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n auto --dist loadscope $(PYTEST_ARGS)
 
 ## make torch: add the optional PyTorch reference (tests comparing with it stop skipping)
 torch: $(STAMP)

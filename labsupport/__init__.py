@@ -10,6 +10,10 @@ The public API (see DESIGN.md section 4)::
     lab.dispatcher.dump(name), lab.dispatcher.dump_table(name)
     lab.PythonDispatcher()
     lab.ops.<namespace>.<op>(...)        # call any operator by name, like torch.ops
+    lab.trace(), lab.stop_at(name)       # the frames of a call (gdb's bt), the real stack at a frame
+    lab.profiler.profile()               # operators seen by Dispatcher::call (torch.profiler)
+    lab.count_instructions(fn), lab.bench # bytecode counts, timings, callgrind, before/after
+    lab.show_keyset(ks, parts=...), lab.KeySetExplorer()
 
 The generated front end is ``import labsupport.torch as torch``.
 """
@@ -42,6 +46,12 @@ from labsupport.c10.tls import (
     tls_exclude_set,
     tls_include_set,
 )
+from labsupport.tools import bench, profiler
+from labsupport.tools.bench import count_instructions
+from labsupport.tools.breakpoint import stop_at
+from labsupport.tools.explorer import KeySetExplorer
+from labsupport.tools.keyset_view import show_keyset
+from labsupport.tools.trace import trace
 
 
 def dispatch_keys(tensor: Any) -> DispatchKeySet:
@@ -116,6 +126,7 @@ __all__ = [
     "FunctionSchema",
     "IncludeDispatchKeyGuard",
     "KernelFunction",
+    "KeySetExplorer",
     "Library",
     "PythonDispatcher",
     "SchemaParseError",
@@ -124,10 +135,20 @@ __all__ = [
     "autocast_dispatch_keyset",
     "autograd_dispatch_keyset",
     "autograd_not_implemented_fallback",
+    "bench",
+    "count_instructions",
     "dispatch_keys",
     "dispatcher",
     "fallthrough_kernel",
     "ops",
+    "profiler",
+    "show_keyset",
+    "stop_at",
     "tls_exclude_set",
     "tls_include_set",
+    "trace",
 ]
+
+from labsupport.grade import grade  # noqa: E402  (the grader; last, so it can use everything above)
+
+__all__ += ["grade"]

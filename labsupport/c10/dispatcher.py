@@ -118,19 +118,22 @@ class DispatchRecursionError(RuntimeError):
     """
 
     def __str__(self) -> str:
-        cause = self.__cause__
         counts: dict[tuple[str, str, str], int] = {}
-        tb = cause.__traceback__ if cause is not None else None
-        while tb is not None:
-            code = tb.tb_frame.f_code
-            if code in _DISPATCH_CODES:
-                local = tb.tb_frame.f_locals
-                op, ks = local.get("op"), local.get("ks")
-                if isinstance(op, OperatorEntry) and isinstance(ks, int):
-                    entry = op.table[_slot(ks)]
-                    key = (op.full_name, entry.key.name, entry.kernel_name)
-                    counts[key] = counts.get(key, 0) + 1
-            tb = tb.tb_next
+        seen: set[int] = set()
+        # The frames between the outermost dispatcher call and the point where the stack ran out:
+        # this error's own traceback (outer frames) and its cause's (the innermost ones).
+        for tb in (self.__traceback__, self.__cause__.__traceback__ if self.__cause__ else None):
+            while tb is not None:
+                frame = tb.tb_frame
+                if frame.f_code in _DISPATCH_CODES and id(frame) not in seen:
+                    seen.add(id(frame))
+                    local = frame.f_locals
+                    op, ks = local.get("op"), local.get("ks")
+                    if isinstance(op, OperatorEntry) and isinstance(ks, int):
+                        entry = op.table[_slot(ks)]
+                        key = (op.full_name, entry.key.name, entry.kernel_name)
+                        counts[key] = counts.get(key, 0) + 1
+                tb = tb.tb_next
         if not counts:
             return "maximum recursion depth exceeded inside a dispatched kernel"
         (name, key, kernel), n = max(counts.items(), key=lambda item: item[1])
@@ -142,7 +145,8 @@ class DispatchRecursionError(RuntimeError):
                 "formerly AutoNonVariableTypeMode), or call op.redispatch(ks & after_autograd_keyset, ...)."
             )
         return (
-            f"{name} re-entered its {key} kernel '{kernel}' {n} times without the key set changing, "
+            f"{name} re-entered its {key} kernel '{kernel}' again and again ({n} times before Python's "
+            "recursion limit) without the key set changing, "
             f"so the dispatcher chose the same kernel every time (infinite recursion).{advice}"
         )
 
@@ -344,7 +348,7 @@ class Dispatcher:
                 f"  operator: {op.full_name}\n  dispatch key: {key.name}\n"
                 f"  previous kernel: {existing[-1].debug}\n       new kernel: {debug}",
                 UserWarning,
-                stacklevel=4,
+                stacklevel=_stacklevel_outside_c10(),
             )
         registration = Registration(kernel, debug, owner)
         op.add_kernel(key, registration)
@@ -427,6 +431,15 @@ def pretty_source(filename: str, lineno: int) -> str:
     if filename.startswith("<"):
         return f"{filename}:{lineno}"
     return f"{base}:{lineno}"
+
+
+def _stacklevel_outside_c10() -> int:
+    """The ``warnings.warn`` stacklevel that points at the first caller outside labsupport/c10."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == here:
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def caller_site(depth: int = 2) -> str:

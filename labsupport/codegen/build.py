@@ -197,9 +197,17 @@ def write_build(
     for filename, text in files.items():
         path = folder / filename
         if not path.exists() or path.read_text() != text:
-            path.write_text(text)
-    stamp.write_text(digest)
+            _write_atomically(path, text)
+    _write_atomically(stamp, digest)
     return folder
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write via a temporary file and a rename, so a process importing the build (tests run in
+    parallel) never reads a half-written file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def _display(path: Path) -> str:

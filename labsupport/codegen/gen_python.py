@@ -177,7 +177,8 @@ def _overload_call(reg: OpsRegistry, f: NativeFunction, index: int, *, method: b
         lines.append("        if out is not None:\n")
         lines.append(f"            return {outf}({', '.join(call_values)}, out)\n")
     if f.is_factory:
-        lines.append(f"        result = {target}({', '.join(call_values)})\n")
+        lines.append(f"        with AutoDispatchBelowADInplaceOrView():  # torch::{f.func.name} in variable_factories.h\n")
+        lines.append(f"            result = {target}({', '.join(call_values)})\n")
         lines.append("        if requires_grad:\n")
         lines.append("            result.requires_grad_(True)\n")
         lines.append("        return result\n")
@@ -193,6 +194,7 @@ def gen_python_torch_functions(reg: OpsRegistry, source: str) -> str:
         "from . import _ops, functions\n"
         "from .python_variable_methods import Tensor, scalar_to_tensor\n"
         "from labsupport.aten.tensor import TensorBase\n"
+        "from labsupport.c10.tls import AutoDispatchBelowADInplaceOrView\n"
         "from labsupport.utils.python_arg_parser import PythonArgParser\n"
     )
     names = []

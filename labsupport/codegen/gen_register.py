@@ -208,7 +208,13 @@ def gen_register_composite(reg: OpsRegistry, source: str) -> str:
             source,
         )
     ]
-    parts.append("from . import dispatcher, functions, native\nfrom labsupport.c10.library import Library\n")
+    parts.append(
+        "from . import dispatcher, functions, native, tensor_body\n"
+        "from labsupport.aten.native.composite import CppApi\n"
+        "from labsupport.c10.library import Library\n\n"
+        "# What the composite kernels call at::: the functions API and at::Tensor's C++ methods.\n"
+        "at = CppApi(functions, tensor_body.TensorBody)\n"
+    )
     registrations: dict[str, list[tuple[str, str]]] = {}
     for f in reg.functions:
         for key, kernel in f.dispatch.items():
@@ -220,7 +226,7 @@ def gen_register_composite(reg: OpsRegistry, source: str) -> str:
                 f"\n\ndef {name}({params}):\n"
                 f'    """at::(anonymous namespace)::{name}: at::native::{kernel}, which calls other\n'
                 f'    operators through the functions API (so they are dispatched again)."""\n'
-                f"    return native.{kernel}(functions, {params})\n"
+                f"    return native.{kernel}(at, {params})\n"
             )
             registrations.setdefault(key, []).append((f.name, name))
     for key, regs in registrations.items():

@@ -200,6 +200,31 @@ def qualname_of(code: CodeType) -> str:
     return getattr(code, "co_qualname", code.co_name)
 
 
+_QUALNAMES: dict[CodeType, str] = {}
+
+
+def frame_qualname(frame: FrameType) -> str:
+    """The qualified name of a running function. Python 3.10 has no ``co_qualname``: there, look
+    for the function among the classes of its module (enough for the lab's methods)."""
+    code = frame.f_code
+    qualname = getattr(code, "co_qualname", None)
+    if qualname is not None:
+        return qualname
+    found = _QUALNAMES.get(code)
+    if found is None:
+        found = code.co_name
+        module = frame.f_globals.get("__name__")
+        for obj in list(frame.f_globals.values()):
+            if isinstance(obj, type) and obj.__module__ == module:
+                for attr in vars(obj).values():
+                    fn = getattr(attr, "__func__", attr)
+                    if getattr(fn, "__code__", None) is code:
+                        found = fn.__qualname__
+                        break
+        _QUALNAMES[code] = found
+    return found
+
+
 _CODE_CACHE: dict[CodeType, FrameName | None] = {}
 
 
@@ -210,7 +235,7 @@ def classify_frame(frame: FrameType) -> FrameName | None:
         return _CODE_CACHE[code]
     except KeyError:
         pass
-    name = classify(frame.f_globals.get("__name__", ""), qualname_of(code))
+    name = classify(frame.f_globals.get("__name__", ""), frame_qualname(frame))
     if name is None and code.co_name in DISPATCHER_METHODS and code.co_varnames[:1] == ("self",):
         from labsupport.c10.dispatcher import Dispatcher
 

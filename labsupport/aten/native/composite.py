@@ -17,6 +17,18 @@ import numpy as np
 from labsupport.aten.native.copy import copy_ as _copy_impl
 
 
+class CppApi:
+    """What a composite kernel calls ``at::``: the build's functions API (``at::empty``) and, as
+    ``at.Tensor``, its C++ Tensor methods (``at::Tensor::normal_``), not the Python bindings."""
+
+    def __init__(self, functions: Any, tensor_body: type) -> None:
+        self._functions = functions
+        self.Tensor = tensor_body
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._functions, name)
+
+
 def sum(at: Any, self: Any, dtype: Any = None) -> Any:
     """``at::native::sum``: the sum over every dimension is sum.dim_IntList with no dims."""
     return at.sum_dim_IntList(self, None, False, dtype)
@@ -24,22 +36,22 @@ def sum(at: Any, self: Any, dtype: Any = None) -> Any:
 
 def randn(at: Any, size: Any, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None) -> Any:
     """``at::native::randn``: allocate, then fill with N(0, 1) samples."""
-    result = at.empty(size, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory)
-    return result.normal_(0.0, 1.0)
+    result = at.empty(size, dtype, layout, device, pin_memory)
+    return at.Tensor.normal_(result, 0.0, 1.0, None)
 
 
 def zeros_symint(
     at: Any, size: Any, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None
 ) -> Any:
     """``at::native::zeros_symint``: allocate, then zero."""
-    result = at.empty(size, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory)
-    return result.zero_()
+    result = at.empty(size, dtype, layout, device, pin_memory)
+    return at.zero_(result)
 
 
 def ones(at: Any, size: Any, dtype: Any = None, layout: Any = None, device: Any = None, pin_memory: Any = None) -> Any:
     """``at::native::ones``: allocate, then fill with 1."""
-    result = at.empty(size, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory)
-    return result.fill_(1)
+    result = at.empty(size, dtype, layout, device, pin_memory)
+    return at.fill_(result, 1)
 
 
 def copy_(at: Any, self: Any, src: Any, non_blocking: bool = False) -> Any:

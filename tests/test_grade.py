@@ -1,0 +1,276 @@
+"""The grader: reference solutions score full marks, untouched stubs score zero, hangs and crashes
+are contained, results.json has Gradescope's shape, and wrong or hard-coded answers fail.
+
+Each exercise is graded in its own process (that is what is being tested), so these tests run the
+real command line in-process (``labsupport.grade.__main__.main``) and let it start the workers.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import labsupport as lab
+from labsupport.grade.__main__ import main
+from labsupport.grade.registry import REPO_ROOT, exercise_ids, resolve
+
+SOLUTIONS = REPO_ROOT / "solutions"
+EXERCISES = REPO_ROOT / "exercises"
+ALL = exercise_ids()
+
+
+def run(tmp_path: Path, *args: str, name: str = "results.json") -> tuple[int, dict]:
+    out = tmp_path / name
+    code = main([*args, "--jobs", "2", "--json", str(out)])
+    return code, json.loads(out.read_text())
+
+
+def checks(results: dict) -> dict[str, dict]:
+    return {t["number"]: t for t in results["tests"]}
+
+
+def assert_gradescope_shape(results: dict) -> None:
+    for key, kind in (
+        ("score", int),
+        ("max_score", int),
+        ("execution_time", float),
+        ("output", str),
+        ("output_format", str),
+        ("visibility", str),
+        ("stdout_visibility", str),
+        ("tests", list),
+    ):
+        assert isinstance(results[key], kind), key
+    assert results["output_format"] in ("text", "simple_format", "html", "md", "ansi")
+    for test in results["tests"]:
+        assert set(test) >= {
+            "name",
+            "number",
+            "score",
+            "max_score",
+            "status",
+            "output",
+            "output_format",
+            "tags",
+            "visibility",
+        }
+        assert test["status"] in ("passed", "failed")
+        assert (test["status"] == "passed") == (test["score"] == test["max_score"])
+        assert test["number"].split(".")[0] == test["tags"][0].removeprefix("ex").lstrip("0")
+    assert results["score"] == sum(t["score"] for t in results["tests"])
+    assert results["max_score"] == sum(t["max_score"] for t in results["tests"])
+
+
+def test_reference_solutions_score_full_marks(tmp_path):
+    code, results = run(tmp_path, "--solutions")
+    assert code == 0, results["output"]
+    assert_gradescope_shape(results)
+    assert results["score"] == results["max_score"] == 50
+    assert sorted(results["extra_data"]["exercises"]) == ALL
+    assert {t["tags"][0] for t in results["tests"]} == set(ALL)
+
+
+def test_untouched_exercises_score_zero_with_hints(tmp_path):
+    code, results = run(tmp_path)
+    assert code == 1
+    assert_gradescope_shape(results)
+    assert results["score"] == 0 and results["max_score"] == 50
+    for test in results["tests"]:
+        assert test["status"] == "failed"
+        assert "NotImplementedError" in test["output"] and "not done yet" in test["output"], test
+
+
+def test_hang_crash_and_import_errors_are_contained(tmp_path):
+    folder = tmp_path / "work"
+    folder.mkdir()
+    (folder / "ex02_keyset.py").write_text(
+        (SOLUTIONS / "ex02_keyset.py")
+        .read_text()
+        .replace("    ks = DispatchKeySet()  # the empty set\n", "    while True:\n        pass\n")
+    )
+    shutil.copy(SOLUTIONS / "ex04_register.py", folder)
+    (folder / "ex06_structured.py").write_text("raise RuntimeError('boom at import')\n")
+    (folder / "ex07_boxed_fallback.py").write_text(
+        (SOLUTIONS / "ex07_boxed_fallback.py")
+        .read_text()
+        .replace("    num_arguments = len(op.schema.arguments)\n", "    import os\n    os._exit(7)\n")
+    )
+    (folder / "ex08_bypass.py").write_text("while True:\n    pass\n")
+    code, results = run(tmp_path, "--folder", str(folder), "--timeout", "4")
+    assert code == 1
+    assert_gradescope_shape(results)
+    by_number = checks(results)
+    # ex02 hangs in its first check: that check times out, the rest are reported as not run
+    assert by_number["2.1"]["status"] == "failed" and "timed out after 4 s" in by_number["2.1"]["output"]
+    assert "not run: grading stopped when check 2.1 timed out" in by_number["2.2"]["output"]
+    # ex04 is unaffected by its neighbours
+    assert all(by_number[f"4.{i}"]["status"] == "passed" for i in range(1, 7))
+    # ex06 raises at import: every check shows the exception and the line
+    for number in ("6.1", "6.5"):
+        assert "importing work/ex06_structured.py failed" in by_number[number]["output"]
+        assert "RuntimeError: boom at import" in by_number[number]["output"]
+        assert "work/ex06_structured.py:1" in by_number[number]["output"]
+    # ex07's process dies: reported as a crash with its exit code
+    assert "stopped unexpectedly (exit code 7)" in by_number["7.1"]["output"]
+    # ex08 hangs while being imported
+    assert "timed out after 4 s" in by_number["8.1"]["output"]
+    assert "while running start-up" in by_number["8.1"]["output"]
+    assert results["extra_data"]["exercises"]["ex02"]["status"] == "timeout"
+    assert results["extra_data"]["exercises"]["ex07"]["status"] == "crashed"
+
+
+def test_wrong_and_hard_coded_answers_fail(tmp_path):
+    folder = tmp_path / "wrong"
+    folder.mkdir()
+    # ex02: a hard-coded answer (the key set of a CPU tensor after the default TLS)
+    (folder / "ex02_keyset.py").write_text(
+        "import labsupport as lab\n"
+        "def compute_dispatch_key_set(tensor_key_sets, tls_include, tls_exclude, fallthrough_mask):\n"
+        "    return lab.DispatchKeySet(['CPU', 'BackendSelect', 'ADInplaceOrView', 'AutogradCPU'])\n"
+        "def dispatch_key_for(tensor_key_sets, tls_include, tls_exclude, fallthrough_mask):\n"
+        "    return lab.DispatchKey.AutogradCPU\n"
+    )
+    # ex04: the autograd kernel forgets to step below autograd
+    (folder / "ex04_register.py").write_text(
+        (SOLUTIONS / "ex04_register.py")
+        .read_text()
+        .replace(
+            "        with lab.AutoDispatchBelowADInplaceOrView():\n            result = op.call(self, other)\n",
+            "        result = op.call(self, other)\n",
+        )
+    )
+    # ex08: a binding that never bypasses anything
+    (folder / "ex08_bypass.py").write_text(
+        (SOLUTIONS / "ex08_bypass.py")
+        .read_text()
+        .replace('    if self._device.type == "cpu" and other._device.type == "cpu":\n', "    if False:\n")
+    )
+    code, results = run(tmp_path, "ex02", "ex04", "8", "--folder", str(folder), "--seed", "1234")
+    assert code == 1
+    by_number = checks(results)
+    assert all(by_number[f"2.{i}"]["status"] == "failed" for i in range(1, 6))
+    assert "expected DispatchKeySet(" in by_number["2.1"]["output"]
+    assert by_number["4.1"]["status"] == "passed"
+    assert "DispatchRecursionError" in by_number["4.2"]["output"]
+    assert "AutoDispatchBelowADInplaceOrView" in by_number["4.2"]["output"]
+    assert "wrong/ex04_register.py:" in by_number["4.2"]["output"]
+    assert [by_number[f"8.{i}"]["status"] for i in range(1, 6)] == ["passed"] * 3 + ["failed"] * 2
+    assert "aten::add" in by_number["8.4"]["output"]
+    assert "instructions per call" in by_number["8.5"]["output"]
+    assert results["extra_data"]["seed"] == 1234
+
+
+def test_dropping_backend_bits_is_caught(tmp_path):
+    folder = tmp_path / "bits"
+    folder.mkdir()
+    (folder / "ex02_keyset.py").write_text(
+        (SOLUTIONS / "ex02_keyset.py")
+        .read_text()
+        .replace("    ks = ks - tls_exclude", "    ks = DispatchKeySet.from_raw(int(ks) & ~int(tls_exclude))")
+    )
+    code, results = run(tmp_path, "ex02", "--folder", str(folder))
+    by_number = checks(results)
+    assert code == 1 and by_number["2.1"]["status"] == "passed"
+    assert by_number["2.3"]["status"] == "failed"
+    assert "backend bits" in by_number["2.3"]["output"] and "DispatchKeySet.__sub__" in by_number["2.3"]["output"]
+
+
+def test_submissions_are_graded_per_student(tmp_path):
+    root = tmp_path / "submissions"
+    (root / "alice" / "exercises").mkdir(parents=True)
+    for name in ("ex02_keyset.py", "ex04_register.py"):
+        shutil.copy(SOLUTIONS / name, root / "alice" / "exercises")
+    (root / "bob").mkdir()
+    shutil.copy(EXERCISES / "ex02_keyset.py", root / "bob")  # bob: a flat folder, ex04 not handed in
+    code = main(["ex02", "ex04", "--submissions", str(root), "--jobs", "2"])
+    assert code == 1
+    alice = json.loads((root / "alice" / "results.json").read_text())
+    bob = json.loads((root / "bob" / "results.json").read_text())
+    assert_gradescope_shape(alice)
+    assert_gradescope_shape(bob)
+    assert alice["score"] == alice["max_score"] == 20
+    assert bob["score"] == 0
+    assert "bob/ex04_register.py is missing" in checks(bob)["4.1"]["output"]
+    code, data = run(tmp_path, "ex02", "--submissions", str(root), name="all.json")
+    assert sorted(data) == ["alice", "bob"] and data["alice"]["score"] == 10
+
+
+def test_results_json_is_written_when_grading_cannot_run(tmp_path, capsys):
+    code, results = run(tmp_path, "ex99")
+    assert code == 2
+    assert_gradescope_shape(results)
+    assert "unknown exercise" in results["output"] and results["tests"] == []
+    code, results = run(tmp_path, "--submissions", str(tmp_path / "nowhere"), name="r2.json")
+    assert code == 2 and "nowhere" in results["output"]
+    with pytest.raises(SystemExit) as stop:  # a usage error: argparse exits, a results.json is still there
+        main(["--timeout", "soon", "--json", str(tmp_path / "r3.json")])
+    assert stop.value.code == 2
+    assert "invalid command line" in json.loads((tmp_path / "r3.json").read_text())["output"]
+
+
+def test_lab_grade_in_a_notebook_prints_the_same_text_every_run(capsys):
+    first = lab.grade("ex02", seed=1)
+    text_1 = capsys.readouterr().out
+    second = lab.grade("ex02", seed=2)
+    text_2 = capsys.readouterr().out
+    assert text_1 == text_2 and "NotImplementedError" in text_1
+    assert "seed" not in text_1 and " s]" not in text_1
+    assert first.score == second.score == 0 and first.max_score == 10
+    assert repr(first) == "<GradeResult ex02: 0/10 points>"
+    solved = lab.grade("2", solutions=True, quiet=True)
+    assert solved.passed and solved["ex02"].score == 10
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("ex04", "ex04"),
+        ("4", "ex04"),
+        ("04", "ex04"),
+        ("ex04_register.py", "ex04"),
+        ("exercises/ex08_bypass.py", "ex08"),
+    ],
+)
+def test_exercise_names(name, expected):
+    assert resolve(name) == expected
+
+
+def test_unknown_exercise_name():
+    with pytest.raises(ValueError, match="unknown exercise 'ex05'"):
+        resolve("ex05")
+
+
+def test_instrument_fallbacks_agree_with_the_lab_tools():
+    import labsupport.torch as torch
+    from labsupport.grade import instruments
+
+    x, y = torch.randn([3]), torch.randn([3])
+    counts = instruments._observer_counts(lambda: torch.add(x, y))
+    assert counts == instruments.op_counts(lambda: torch.add(x, y))[0] == {"aten::add": 1}
+    first = instruments._settrace_count(lambda: torch.add(x, y))
+    assert first == instruments._settrace_count(lambda: torch.add(x, y)) > 50
+
+
+def test_exercises_and_solutions_have_the_same_public_names():
+    import ast
+
+    def public(path: Path) -> set[str]:
+        tree = ast.parse(path.read_text())
+        names = set()
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names.update(t.id for t in targets if isinstance(t, ast.Name))
+        return {n for n in names if not n.startswith("_")}
+
+    stubs = sorted(p.name for p in EXERCISES.glob("ex*.py"))
+    assert stubs == sorted(p.name for p in SOLUTIONS.glob("ex*.py"))
+    assert len(stubs) >= 5
+    for name in stubs:
+        assert public(EXERCISES / name) == public(SOLUTIONS / name), name
