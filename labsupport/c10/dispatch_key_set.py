@@ -368,24 +368,6 @@ def backend_key_set_from_autograd(key: DispatchKey) -> int:
     return int(DispatchKeySet(backend))
 
 
-def autograd_key_for_backend(key: DispatchKey) -> DispatchKey:
-    """``getAutogradKeyFromBackend``: AutogradCPU for CPU/SparseCPU/..., AutogradOther otherwise."""
-    pair = RUNTIME_SPLIT.get(key)
-    if pair is None or pair[1] is None:
-        return DispatchKey.AutogradOther
-    return DispatchKey["Autograd" + BACKENDS[pair[1]]]
-
-
-def is_backend_dispatch_key(key: DispatchKey) -> bool:
-    """``isBackendDispatchKey``: not Undefined, not an alias, not NestedTensor, inside the backend set."""
-    if key.value == 0 or key.is_alias or key not in RUNTIME_KEYS:
-        return False
-    if RUNTIME_SPLIT[key][0] is DispatchKey.NestedTensor:
-        return False
-    raw = _raw_of_key(key)
-    return BACKEND_DISPATCH_KEYSET & raw == raw
-
-
 # ---- named sets used by kernels and guards (c10/core/DispatchKeySet.h) ----
 autograd_dispatch_keyset = DispatchKeySet.from_raw(
     _keyset("AutogradOther", "AutogradNestedTensor") | functionality_bit(DispatchKey.AutogradFunctionality)

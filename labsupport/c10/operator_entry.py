@@ -157,13 +157,6 @@ class OperatorEntry:
                 del self.kernels[key]
         self.update_table()
 
-    def has_kernel_for(self, key: DispatchKey) -> bool:
-        return bool(self.kernels.get(key))
-
-    def _newest(self, key: DispatchKey) -> Registration | None:
-        registrations = self.kernels.get(key)
-        return registrations[-1] if registrations else None
-
     # ---- table computation (computeDispatchTableEntryWithDebug) ----
     def compute_entry(self, key: DispatchKey) -> tuple[Registration | None, str]:
         """The (registration, label) PyTorch's precedence picks for one slot key."""

@@ -6,7 +6,7 @@ schema becomes a Python parameter list, a C++-API function name, a Python bindin
 
 from __future__ import annotations
 
-from labsupport.c10.schema import Argument, FunctionSchema, Type, parse_default
+from labsupport.c10.schema import Argument, FunctionSchema, parse_default
 from labsupport.codegen.model import NativeFunction
 
 PY_KEYWORDS = {"from", "in", "is", "lambda", "def", "class", "global", "pass", "yield", "import", "as"}
@@ -75,36 +75,7 @@ def api_name(f: NativeFunction, counts: dict[str, int]) -> str:
     return f.func.name
 
 
-def is_default_overload(f: NativeFunction, functions: tuple[NativeFunction, ...]) -> bool:
-    """The overload that keeps the plain name when several share it (the first one in ops.yaml)."""
-    for g in functions:
-        if g.func.name == f.func.name and not g.func.is_out_fn():
-            return g is f
-    return True
-
-
 # ---------------------------------------------------------------- Python binding signatures
-
-_PY_TYPE = {
-    "Tensor": "Tensor",
-    "Scalar": "Scalar",
-    "int": "int",
-    "SymInt": "SymInt",
-    "float": "float",
-    "bool": "bool",
-    "str": "str",
-    "ScalarType": "ScalarType",
-    "Layout": "Layout",
-    "Device": "Device",
-    "Generator": "Generator",
-    "MemoryFormat": "MemoryFormat",
-}
-
-
-def python_type(t: Type) -> str:
-    """The type as PythonArgParser's signature language spells it."""
-    return str(t)
-
 
 def python_signature(f: NativeFunction, *, method: bool, out: NativeFunction | None = None) -> str:
     """PyTorch's binding signature, e.g. ``add(Tensor input, Tensor other, *, Scalar alpha=1, Tensor out=None)``.
@@ -126,7 +97,7 @@ def python_signature(f: NativeFunction, *, method: bool, out: NativeFunction | N
         default = f"={a.default}" if a.default is not None else ""
         if a.name == "pin_memory":
             default = "=False"
-        params.append(f"{python_type(a.type)} {name}{default}")
+        params.append(f"{a.type} {name}{default}")
     extra = []
     if out is not None:
         extra.append("Tensor out=None")
