@@ -22,7 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from labsupport.autograd.variable_fallback import autograd_not_implemented_fallback
+from labsupport.autograd.variable_fallback import (
+    autograd_not_implemented_fallback,
+    autograd_not_implemented_inplace_or_view_fallback,
+)
 from labsupport.c10.dispatch_key import BackendComponent, DispatchKey
 from labsupport.c10.dispatch_key_set import (
     DispatchKeySet,
@@ -135,6 +138,7 @@ __all__ = [
     "autocast_dispatch_keyset",
     "autograd_dispatch_keyset",
     "autograd_not_implemented_fallback",
+    "autograd_not_implemented_inplace_or_view_fallback",
     "bench",
     "count_instructions",
     "dispatch_keys",

@@ -257,3 +257,21 @@ def test_autograd_fallbacks_attach_nodes():
     lib.impl("myadd", lab.autograd_not_implemented_fallback(), "Autograd")
     out = d.find_op("myops::myadd").call(x, T([2.0]))
     assert out.grad_fn.name() == "NotImplemented"
+
+
+def test_inplace_or_view_fallback_bumps_versions_of_written_arguments():
+    d = lab.Dispatcher("test")
+    lib = lab.Library("myops", "DEF", dispatcher=d)
+    lib.define("myadd_(Tensor(a!) self, Tensor other) -> Tensor(a!)")
+
+    def myadd_cpu(self, other):
+        self._data += other._data
+        return self
+
+    lib.impl("myadd_", myadd_cpu, "CPU")
+    lib.impl("myadd_", lab.autograd_not_implemented_fallback(), "Autograd")
+    lib.impl("myadd_", lab.autograd_not_implemented_inplace_or_view_fallback(), "ADInplaceOrView")
+    x, y = T([1.0]), T([2.0])
+    before = x._version
+    d.find_op("myops::myadd_").call(x, y)
+    assert x._data.tolist() == [3.0] and x._version == before + 1 and y._version == 0

@@ -72,3 +72,31 @@ _not_implemented.__qualname__ = "autogradNotImplementedFallback"
 def autograd_not_implemented_fallback() -> KernelFunction:
     """``autogradNotImplementedFallback()``: register it with ``lib.impl(name, ..., "Autograd")``."""
     return KernelFunction.from_boxed(_not_implemented, with_keyset=True, debug="autogradNotImplementedFallback")
+
+
+def _inplace_or_view(op: Any, ks: DispatchKeySet, stack: list[Any]) -> None:
+    """Run the op below ADInplaceOrView, then bump the version of every argument the schema marks
+    as written (``Tensor(a!)``), as the generated ADInplaceOrView kernels do."""
+    n = len(op.schema.arguments) if op.schema is not None else len(stack)
+    written = [
+        value
+        for argument, value in zip(op.schema.arguments, stack[len(stack) - n :])
+        if argument.annotation is not None and argument.annotation.is_write and hasattr(value, "_ks")
+    ] if op.schema is not None else []  # fmt: skip
+    with AutoDispatchBelowADInplaceOrView():
+        op.redispatch_boxed(ks & after_ADInplaceOrView_keyset, stack)
+    for tensor in written:
+        tensor._version_counter.value += 1
+
+
+_inplace_or_view.__qualname__ = "autogradNotImplementedInplaceOrViewFallback"
+
+
+def autograd_not_implemented_inplace_or_view_fallback() -> KernelFunction:
+    """``autogradNotImplementedInplaceOrViewFallback()``: register it with ``lib.impl(name, ...,
+    "ADInplaceOrView")`` next to ``autograd_not_implemented_fallback()`` for in-place or view ops.
+
+    The lab bumps version counters; it does not model views (PyTorch also sets up view metadata)."""
+    return KernelFunction.from_boxed(
+        _inplace_or_view, with_keyset=True, debug="autogradNotImplementedInplaceOrViewFallback"
+    )
