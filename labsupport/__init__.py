@@ -35,6 +35,7 @@ from labsupport.c10.dispatch_key_set import (
     autograd_dispatch_keyset,
 )
 from labsupport.c10.dispatcher import Dispatcher, DispatchRecursionError, dispatcher
+from labsupport.c10.inference_mode import InferenceMode, is_inference_mode_enabled
 from labsupport.c10.kernel_function import KernelFunction, fallthrough_kernel
 from labsupport.c10.library import Library
 from labsupport.c10.python_dispatcher import PythonDispatcher
@@ -128,6 +129,7 @@ __all__ = [
     "ForceDispatchKeyGuard",
     "FunctionSchema",
     "IncludeDispatchKeyGuard",
+    "InferenceMode",
     "KernelFunction",
     "KeySetExplorer",
     "Library",
@@ -144,6 +146,7 @@ __all__ = [
     "dispatch_keys",
     "dispatcher",
     "fallthrough_kernel",
+    "is_inference_mode_enabled",
     "ops",
     "profiler",
     "show_keyset",

@@ -29,6 +29,8 @@ from labsupport.aten.tensor import Device as device  # noqa: N813 -- torch.devic
 from labsupport.aten.tensor import Size, tensor_data_to_numpy, tensor_device
 from labsupport.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from labsupport.c10.dispatcher import dispatcher as _dispatcher
+from labsupport.c10.inference_mode import InferenceMode as inference_mode  # noqa: N813 -- torch.inference_mode
+from labsupport.c10.inference_mode import is_inference_mode_enabled
 from labsupport.codegen.build import load_build
 
 _build = load_build(name="torch", dispatcher=_dispatcher)
@@ -53,6 +55,7 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: b
 
 __all__ = [
     "Size", "Tensor", "bool", "device", "double", "dtype", "enable_grad", "float", "float16", "float32",
-    "float64", "get_default_dtype", "half", "int64", "is_grad_enabled", "long", "manual_seed", "no_grad",
+    "float64", "get_default_dtype", "half", "inference_mode", "int64", "is_grad_enabled", "is_inference_mode_enabled",
+    "long", "manual_seed", "no_grad",
     "set_default_dtype", "set_grad_enabled", "tensor", *_functions.__all__,
 ]  # fmt: skip

@@ -82,3 +82,26 @@ def test_each_thread_has_its_own_sets():
     assert seen["fresh"] == default_exclude
     assert seen["fresh_include"] == "DispatchKeySet(BackendSelect, ADInplaceOrView)"
     assert seen["after"] == default_exclude
+
+
+def test_inference_mode_sets_tls_grad_mode_and_makes_inference_tensors(vectors):
+    import labsupport.torch as torch
+
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    with lab.InferenceMode():
+        assert repr(lab.tls_include_set()) == "DispatchKeySet(BackendSelect)"
+        assert lab.tls_exclude_set().has_all(lab.autograd_dispatch_keyset)
+        assert not torch.is_grad_enabled() and lab.is_inference_mode_enabled()
+        y = torch.add(x, x)
+        assert y.grad_fn is None and not y.requires_grad
+        assert repr(lab.dispatch_keys(y)) == vectors["tensor_keysets"]["inference_cpu"]["keyset"]
+    assert repr(lab.tls_include_set()) == "DispatchKeySet(BackendSelect, ADInplaceOrView)"
+    assert torch.is_grad_enabled() and not lab.is_inference_mode_enabled()
+    assert lab.dispatch_keys(torch.add(x, x)).has(K.AutogradCPU)
+
+
+@pytest.mark.torch
+def test_inference_mode_tls_matches_pytorch(torch_ref):
+    with torch_ref.inference_mode(), lab.InferenceMode():
+        assert repr(lab.tls_include_set()) == str(torch_ref._C._dispatch_tls_local_include_set())
+        assert repr(lab.tls_exclude_set()) == str(torch_ref._C._dispatch_tls_local_exclude_set())

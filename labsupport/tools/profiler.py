@@ -178,6 +178,31 @@ class profile:
         observers.remove(self)
         self._open.clear()
         self._state = "done"
+        self._remove_dup_nodes()
+
+    def _remove_dup_nodes(self) -> None:
+        """Fold an event into its parent when the parent has the same name and no other child, as
+        ``torch.profiler``'s post-processing does (``EventList._remove_dup_nodes``): ``x.sum()``
+        runs ``aten::sum`` -> ``aten::sum`` (the dim overload) and is shown as one ``aten::sum``."""
+        while True:
+            folded = [
+                record
+                for record in self._all
+                if record.parent is not None
+                and record.parent.name == record.name
+                and len(record.parent.children) == 1
+            ]
+            if not folded:
+                break
+            gone = {id(record) for record in folded}
+            for record in folded:
+                parent = record.parent
+                parent.children = record.children
+                for child in record.children:
+                    child.parent = parent
+            self._all = [record for record in self._all if id(record) not in gone]
+        for record in self._all:  # depths after folding
+            record.depth = 0 if record.parent is None else record.parent.depth + 1
 
     # dispatcher observer: RecordFunction's place in Dispatcher::call (never in redispatch)
     def on_enter(self, event: DispatchEvent) -> None:

@@ -1,0 +1,59 @@
+"""``c10::InferenceMode``: run code that will never need autograd, and make tensors that say so.
+
+Stands for ``c10/core/InferenceMode.h`` (``torch.inference_mode()`` in Python). Inside the block:
+
+* the TLS include set loses ADInplaceOrView (only BackendSelect stays),
+* the TLS exclude set gains the autograd keys (AutogradOther, AutogradFunctionality,
+  AutogradNestedTensor), so no autograd kernel runs,
+* grad mode is off,
+* new tensors are *inference tensors*: their key set has no ADInplaceOrView or Autograd key at all
+  (``DispatchKeySet(CPU, AutocastCPU)`` for a CPU tensor).
+
+PyTorch keeps the "create inference tensors" switch thread-local; the lab keeps it process-wide
+(one flag read by ``TensorBase._make``), while the key sets and grad mode are per thread as usual.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from labsupport.aten import tensor as _tensor
+from labsupport.autograd import grad_mode
+from labsupport.c10.dispatch_key import DispatchKey
+from labsupport.c10.dispatch_key_set import FULL, FUNCTIONALITY_BITS, DispatchKeySet, autograd_dispatch_keyset
+from labsupport.c10.tls import tls
+
+_AD_INPLACE_OR_VIEW = int(DispatchKeySet(DispatchKey.ADInplaceOrView))
+_AUTOGRAD = int(autograd_dispatch_keyset)
+
+
+class InferenceMode:
+    """``with lab.InferenceMode():`` (``torch.inference_mode()``); ``InferenceMode(False)`` does nothing."""
+
+    __slots__ = ("_enabled", "_saved")
+
+    def __init__(self, enabled: bool = True) -> None:
+        self._enabled = enabled
+
+    def __enter__(self) -> InferenceMode:
+        self._saved = (tls.sets, grad_mode._state.enabled, _tensor.is_inference_mode_enabled())
+        if self._enabled:
+            included, _, excluded = tls.sets
+            excluded |= _AUTOGRAD
+            tls.sets = (included & ~_AD_INPLACE_OR_VIEW, FULL & ~(excluded & FUNCTIONALITY_BITS), excluded)
+            grad_mode._state.enabled = False
+            _tensor.set_inference_mode_enabled(True)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        sets, grad_enabled, inference = self._saved
+        tls.sets = sets
+        grad_mode._state.enabled = grad_enabled
+        _tensor.set_inference_mode_enabled(inference)
+
+
+def is_inference_mode_enabled() -> bool:
+    """``torch.is_inference_mode_enabled()``."""
+    return _tensor.is_inference_mode_enabled()
