@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from labsupport.grade.checking import CheckFailed, Context, Exercise, freeze_message
+from labsupport.grade.instruments import observing
 from labsupport.grade.tensors import FLOAT_DTYPES, describe, make, random_array, random_shape, short
 
 EXERCISE = Exercise(
@@ -88,30 +89,6 @@ def data_of(t: Any, what: str) -> np.ndarray:
     return data
 
 
-class KernelLog:
-    """A dispatcher observer: (key, key set, redispatch?) of every myadd call, in order."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[Any, int, bool]] = []
-
-    def on_enter(self, event: Any) -> None:
-        if event.op.full_name == NAME:
-            self.events.append((event.key, int(event.key_set), bool(event.redispatch)))
-
-    def on_exit(self, event: Any) -> None:
-        pass
-
-
-@contextmanager
-def observing():  # type: ignore[no-untyped-def]
-    from labsupport.c10.dispatcher import observers
-
-    log = KernelLog()
-    observers.add(log)
-    try:
-        yield log
-    finally:
-        observers.remove(log)
 
 
 # ---- the checks -----------------------------------------------------------------------------------
@@ -215,7 +192,8 @@ def order(ctx: Context) -> str:
             with observing() as log:
                 op(x, y)
             after = (int(lab.tls_include_set()), int(lab.tls_exclude_set()))
-            keys = [key.name for key, _, _ in log.events]
+            mine = [(key, ks) for name, key, ks, _ in log.events if name == NAME]
+            keys = [key.name for key, _ in mine]
             if not keys or keys[0] not in ("AutogradCPU",):
                 ctx.fail(
                     f"the first kernel myadd ran was {keys[0] if keys else 'none'}, expected AutogradCPU "
@@ -223,7 +201,7 @@ def order(ctx: Context) -> str:
                     "register the autograd kernel for 'Autograd': every CPU tensor carries AutogradCPU, "
                     "which outranks CPU",
                 )
-            cpu = [(key, ks) for key, ks, _ in log.events if key.name == "CPU"]
+            cpu = [(key, ks) for key, ks in mine if key.name == "CPU"]
             if not cpu:
                 ctx.fail(
                     f"the CPU kernel never ran (kernels run, in order: {keys})",

@@ -9,13 +9,13 @@ the at:: functions API, so the dispatcher sees the BatchedTensor's key set.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from labsupport.grade.checking import CheckFailed, Context, Exercise
+from labsupport.grade.instruments import observing
 from labsupport.grade.tensors import FLOAT_DTYPES, make, random_array, random_shape, same_values, short
 
 EXERCISE = Exercise(
@@ -107,29 +107,6 @@ def random_batch(rng: Any, *, min_dims: int = 0) -> tuple[int, tuple[int, ...], 
     return size, random_shape(rng, min_dims=min_dims, max_dims=2), FLOAT_DTYPES[int(rng.integers(2))]
 
 
-class KernelLog:
-    """(operator, key, key set) of every dispatcher entry."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, Any, int]] = []
-
-    def on_enter(self, event: Any) -> None:
-        self.events.append((event.op.full_name, event.key, int(event.key_set)))
-
-    def on_exit(self, event: Any) -> None:
-        pass
-
-
-@contextmanager
-def observing():  # type: ignore[no-untyped-def]
-    from labsupport.c10.dispatcher import observers
-
-    log = KernelLog()
-    observers.add(log)
-    try:
-        yield log
-    finally:
-        observers.remove(log)
 
 
 # ---- the checks -----------------------------------------------------------------------------------
@@ -244,7 +221,7 @@ def per_element(ctx: Context) -> str:
             "after the call, the thread-local exclude set was not restored",
             "use `with lab.ExcludeDispatchKeyGuard(...)` as a context manager",
         )
-    neg = [(key, ks) for name, key, ks in log.events if name == "aten::neg"]
+    neg = [(key, ks) for name, key, ks, _ in log.events if name == "aten::neg"]
     if not neg or neg[0][0].name != "Batched":
         ctx.fail(f"the first neg kernel was {neg[0][0].name if neg else 'none'}, expected the Batched fallback", "")
     inner = neg[1:]

@@ -14,8 +14,35 @@ from __future__ import annotations
 
 import gc
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
+
+
+class DispatchLog:
+    """A dispatcher observer: ``(operator, key, raw key set, redispatch?)`` of every dispatcher entry."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any, int, bool]] = []
+
+    def on_enter(self, event: Any) -> None:
+        self.events.append((event.op.full_name, event.key, int(event.key_set), bool(event.redispatch)))
+
+    def on_exit(self, event: Any) -> None:
+        pass
+
+
+@contextmanager
+def observing() -> Iterator[DispatchLog]:
+    """Log every dispatch (call and redispatch) made inside the ``with`` block."""
+    from labsupport.c10.dispatcher import observers
+
+    log = DispatchLog()
+    observers.add(log)
+    try:
+        yield log
+    finally:
+        observers.remove(log)
 
 
 def op_counts(fn: Callable[[], Any]) -> tuple[dict[str, int], str]:

@@ -42,6 +42,16 @@ def _check_layout(layout: object) -> None:
         raise RuntimeError(f"Dispatcher Lab only supports strided tensors, got layout {layout}")
 
 
+def _empty(
+    size: int | Sequence[int], dtype: DType | None, layout: object, device: Device, with_data: bool, tensor_cls: type
+) -> TensorBase:
+    """What the three allocation kernels share: check the arguments, pick the dtype, allocate."""
+    sizes = check_size_nonnegative(size)
+    _check_layout(layout)
+    dtype = dtype if dtype is not None else dtypes.get_default_dtype()
+    return tensor_cls._make(np.empty(sizes, dtype.np) if with_data else None, sizes, dtype, device)
+
+
 def empty_cpu(
     size: int | Sequence[int],
     dtype: DType | None = None,
@@ -54,10 +64,7 @@ def empty_cpu(
 ) -> TensorBase:
     """A new uninitialized CPU tensor (``at::native::empty_cpu``). ``memory_format`` is accepted and ignored:
     lab tensors are always contiguous."""
-    sizes = check_size_nonnegative(size)
-    _check_layout(layout)
-    dtype = dtype if dtype is not None else dtypes.get_default_dtype()
-    return tensor_cls._make(np.empty(sizes, dtype.np), sizes, dtype, tensor_device("cpu"))
+    return _empty(size, dtype, layout, tensor_device("cpu"), True, tensor_cls)
 
 
 def empty_cuda(
@@ -71,10 +78,7 @@ def empty_cuda(
     tensor_cls: type[TensorBase],
 ) -> TensorBase:
     """A new (simulated) CUDA tensor (``at::native::empty_cuda``): numpy memory, CUDA dispatch keys."""
-    sizes = check_size_nonnegative(size)
-    _check_layout(layout)
-    dtype = dtype if dtype is not None else dtypes.get_default_dtype()
-    return tensor_cls._make(np.empty(sizes, dtype.np), sizes, dtype, tensor_device(device or "cuda"))
+    return _empty(size, dtype, layout, tensor_device(device or "cuda"), True, tensor_cls)
 
 
 def empty_meta(
@@ -88,7 +92,4 @@ def empty_meta(
     tensor_cls: type[TensorBase],
 ) -> TensorBase:
     """A new meta tensor (``at::native::empty_meta``): sizes and dtype but no data at all."""
-    sizes = check_size_nonnegative(size)
-    _check_layout(layout)
-    dtype = dtype if dtype is not None else dtypes.get_default_dtype()
-    return tensor_cls._make(None, sizes, dtype, tensor_device("meta"))
+    return _empty(size, dtype, layout, tensor_device("meta"), False, tensor_cls)
