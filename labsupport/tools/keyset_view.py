@@ -70,6 +70,16 @@ def _highlight_bits(ks: int, highlight: KeyLike | Iterable[KeyLike] | None) -> t
     return bits, [k.name for k in keys]
 
 
+# The dispatcher's names for the parts of a call's key set, as the notebooks spell them.
+_PART_LABELS = {
+    "tensor_keys": "tensor keys",
+    "tls_include": "TLS include",
+    "tls_exclude": "TLS exclude",
+    "fallthrough_mask": "fallthrough mask",
+    "from_caller": "from the caller",
+}
+
+
 def _part_role(name: str) -> str:
     """How a part acts on the key set: ``add`` (tensor keys, include), ``remove`` (exclude), ``keep`` (mask)."""
     lowered = name.lower()
@@ -99,7 +109,7 @@ def _provenance(ks: int, parts: Mapping[str, int]) -> tuple[list[tuple[int, str]
                 marks.append("-" if has and (1 << bit) & _FUNCTIONALITY_MASK else "")
             else:
                 marks.append("" if has else "-")
-        rows.append((name, marks))
+        rows.append((_PART_LABELS.get(name, name), marks))
     rows.append(("= key set", ["*" if ks >> bit & 1 else "" for bit, _ in columns]))
     return columns, rows
 
