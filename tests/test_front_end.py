@@ -171,3 +171,12 @@ def test_autograd_records_and_refuses_like_pytorch():
     v = z._version
     z.add_(1)
     assert z._version == v + 1  # ADInplaceOrView bumped the version counter
+
+
+def test_backward_refuses_a_saved_tensor_modified_in_place():
+    x = lt.tensor([1.0, 2.0], requires_grad=True)
+    y = lt.tensor([3.0, 4.0])
+    z = x * y  # MulBackward0 saves y (at version 0)
+    y.add_(1)  # ADInplaceOrView bumps y to version 1
+    with pytest.raises(RuntimeError, match=r"modified by an inplace operation: \[torch.FloatTensor \[2\]\] is at version 1; expected version 0"):
+        z.sum().backward()

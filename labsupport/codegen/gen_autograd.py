@@ -73,7 +73,10 @@ def gen_autograd_functions(reg: OpsRegistry, source: str) -> str:
             exprs.append((i, a.name, expr))
         arg_set = {a.name for a in d.func.arguments}
         saved_names = sorted(n for n in saved if n in arg_set or n.endswith("_sym_sizes"))
-        unpack = "".join(f"        {py_name(n)} = node.{n}_\n" for n in saved_names)
+        tensors = {a.name for a in d.func.arguments if a.type.is_tensor}
+        unpack = "".join(
+            f"        {py_name(n)} = node.{n}_{'.unpack()' if n in tensors else ''}\n" for n in saved_names
+        )
         lines = [
             f"\n\nclass {cls}(Node):\n",
             f'    """The backward of {d.func.name}' + (f".{d.func.overload_name}" if d.func.overload_name else "")
@@ -106,7 +109,9 @@ def _saved_assignments(d: Derivative, f: NativeFunction) -> list[str]:
         elif name in arg_set:
             arg = next(a for a in d.func.arguments if a.name == name)
             if arg.type.is_tensor_like and f.func.is_inplace and name == "self":
-                lines.append(f"grad_fn.{name}_ = saved_copy({py_name(name)})  # self is about to change")
+                lines.append(f"grad_fn.{name}_ = SavedVariable(saved_copy({py_name(name)}))  # self is about to change")
+            elif arg.type.is_tensor:
+                lines.append(f"grad_fn.{name}_ = SavedVariable({py_name(name)})")
             else:
                 lines.append(f"grad_fn.{name}_ = {py_name(name)}")
     return lines
@@ -142,6 +147,7 @@ def gen_variable_type(reg: OpsRegistry, source: str) -> str:
         "from . import _ops, autograd_functions, dispatcher\n"
         "from labsupport.autograd.grad_mode import is_grad_enabled\n"
         "from labsupport.autograd.node import NotImplemented, collect_next_edges, set_history\n"
+        "from labsupport.autograd.saved_variable import SavedVariable\n"
         "from labsupport.autograd.variable_type_utils import check_inplace, rebase_history, saved_copy\n"
         "from labsupport.c10.dispatch_key_set import after_autograd_keyset\n"
         "from labsupport.c10.library import Library\n"
