@@ -1,8 +1,10 @@
 """Re-execute every notebook (or the ones named) and store fresh, deterministic outputs.
 
 Runs on the same headless path nbval uses (nbclient, the current interpreter's kernel), then cleans
-what would make stored files differ between runs: widget model ids are renumbered, widget state and
-timing metadata are dropped, execution counts run 1..N. Usage:
+what would make stored files differ between runs or break when reopened: live widget views are
+dropped (their state is not stored, so a trusted notebook would show "model not found"; each widget's
+static HTML/text fallback stays), widget state and timing metadata are dropped, execution counts run
+1..N. Usage:
 
     python tools/refresh_notebooks.py [notebooks/03_walk_torch_add.ipynb ...]
 """
@@ -23,17 +25,12 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 def clean(nb: nbformat.NotebookNode) -> None:
     nb.metadata.pop("widgets", None)
-    ids: dict[str, str] = {}
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
         if cell.cell_type != "code":
             continue
         for output in cell.get("outputs", []):
-            data = output.get("data", {})
-            view = data.get(WIDGET_MIME)
-            if view and "model_id" in view:
-                ids.setdefault(view["model_id"], f"{len(ids) + 1:032x}")
-                view["model_id"] = ids[view["model_id"]]
+            output.get("data", {}).pop(WIDGET_MIME, None)
 
 
 def refresh(path: Path) -> float:
