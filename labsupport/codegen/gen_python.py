@@ -62,7 +62,9 @@ def _binding(
     numbers = name in NUMBERS_AS_TENSORS
     parser = (
         f"{var} = PythonArgParser(\n"
-        + "".join(f'    "{s}",\n' for s in sigs).join(["    [\n", "    ],\n"])
+        + "    [\n"
+        + "".join(f'        "{s}",\n' for s in sigs)
+        + "    ],\n"
         + f"    method={method},\n"
         + f"    allow_numbers_as_tensors={numbers},\n"
         + "    tensor_type=TensorBase,\n"
