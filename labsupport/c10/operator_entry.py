@@ -33,6 +33,7 @@ from labsupport.c10.dispatch_key_set import (
     functionality_bit,
     is_included_in_alias,
     keys_of,
+    slot_index,
 )
 from labsupport.c10.kernel_function import KernelFunction, make_boxed_adapter
 
@@ -241,8 +242,6 @@ class OperatorEntry:
 
     def lookup(self, ks: int) -> TableEntry:
         """``OperatorEntry::lookup``: the entry a (final) key set selects."""
-        from labsupport.c10.dispatch_key_set import slot_index
-
         return self.table[slot_index(int(ks))]
 
     # ---- inspection ----

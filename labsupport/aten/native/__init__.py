@@ -7,7 +7,7 @@ importing this package stays cheap and free of import cycles with ``labsupport.a
 
 from __future__ import annotations
 
-import importlib
+from labsupport.aten._lazy_exports import lazy_getattr
 
 _EXPORTS = {
     "structured_ufunc_add_CPU": "binary_ops",
@@ -43,8 +43,4 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
