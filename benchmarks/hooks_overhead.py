@@ -13,11 +13,11 @@ Timings are interleaved medians of repeats (microseconds per call); bytecode ins
 """
 
 from __future__ import annotations
+import __future__
 
 import contextlib
 import inspect
 import statistics
-import textwrap
 import timeit
 from collections.abc import Callable
 from typing import Any
@@ -27,35 +27,55 @@ import numpy as np
 import labsupport as lab
 import labsupport.c10.dispatcher as dispatcher_module
 from labsupport.c10.dispatcher import Dispatcher
+from labsupport.c10.instantiate import instantiate
 
 
-def _without_hook(method: Callable[..., Any]) -> Callable[..., Any]:
-    """``method`` recompiled from its source without its ``if observers.active:`` block."""
-    lines = textwrap.dedent(inspect.getsource(method)).splitlines()
+def strip_hook(source: str) -> str:
+    """``source`` (a dispatcher method) without its ``if observers.active:`` block; line count kept,
+    so the compiled copy still points at the right lines of dispatcher.py."""
+    lines = source.splitlines(keepends=True)
     kept, removed, i = [], 0, 0
     while i < len(lines):
         line = lines[i]
         if line.strip() == "if observers.active:":
             indent = len(line) - len(line.lstrip())
             i += 1
+            kept.append("\n")
             while i < len(lines) and (not lines[i].strip() or len(lines[i]) - len(lines[i].lstrip()) > indent):
+                kept.append("\n")
                 i += 1
             removed += 1
             continue
         kept.append(line)
         i += 1
     if removed != 1:
-        raise RuntimeError(f"expected one `if observers.active:` block in {method.__qualname__}, found {removed}")
+        raise RuntimeError(f"expected one `if observers.active:` block, found {removed}")
+    return "".join(kept)
+
+
+def _without_hook(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` recompiled from its own source without the observer check (``*args`` kept)."""
+    lines, first = inspect.getsourcelines(method)
+    source = "\n" * (first - 2) + "class Dispatcher:\n" + strip_hook("".join(lines))
     namespace: dict[str, Any] = {}
-    exec(compile("\n".join(kept), dispatcher_module.__file__, "exec"), vars(dispatcher_module), namespace)
-    return namespace[method.__name__]
+    flags = __future__.annotations.compiler_flag
+    exec(compile(source, dispatcher_module.__file__, "exec", flags=flags, dont_inherit=True),
+         vars(dispatcher_module), namespace)  # fmt: skip
+    return vars(namespace["Dispatcher"])[method.__name__]
 
 
 class NoHookDispatcher(Dispatcher):
-    """The lab's dispatcher with the observer check taken out of ``call`` and ``redispatch``."""
+    """The lab's dispatcher with the observer check taken out of ``call`` and ``redispatch``, both
+    the generic methods and the per-arity instantiations the generated ``_ops`` handles use."""
 
     call = _without_hook(Dispatcher.call)
     redispatch = _without_hook(Dispatcher.redispatch)
+
+    def typed(self, arity: int) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        # Instantiate from the base class's source (this class's methods were compiled from text).
+        call = instantiate(Dispatcher.call, arity, strip_hook)
+        redispatch = instantiate(Dispatcher.redispatch, arity, strip_hook)
+        return call.__get__(self), redispatch.__get__(self)
 
 
 def interleaved_medians(cases: dict[str, tuple[Callable[[], Any], Any]], number: int, repeat: int) -> dict[str, float]:

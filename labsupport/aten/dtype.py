@@ -6,6 +6,7 @@ dictionary keys that contain dtypes cheap on the dispatcher's hot path.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -24,12 +25,15 @@ INTEGRAL_CATEGORY = 1
 FLOATING_CATEGORY = 2
 
 
+_dtype_codes = itertools.count()
+
+
 class dtype:
     """One scalar type, e.g. ``torch.float32`` (c10::ScalarType + the Python ``torch.dtype`` object)."""
 
     __slots__ = (
         "name", "is_floating_point", "is_signed", "itemsize", "np", "category", "_rank",
-        "scalar_type_name", "typemeta_name",
+        "scalar_type_name", "typemeta_name", "_code",
     )
 
     def __init__(
@@ -48,6 +52,8 @@ class dtype:
         object.__setattr__(self, "is_signed", is_signed)
         # Position inside its category, used by type promotion (bigger rank wins).
         object.__setattr__(self, "_rank", rank)
+        # A small even number unique to this dtype: part of a tensor's meta-cache key (TensorBase._tkey).
+        object.__setattr__(self, "_code", 2 * next(_dtype_codes))
 
     def __setattr__(self, key: str, value: object) -> None:
         raise AttributeError(f"'torch.dtype' object attribute '{key}' is read-only")

@@ -30,4 +30,5 @@ def wrapped_scalar_tensor(value: Any, tensor_cls: type) -> Any:
         raise TypeError(f"expected a Python number, got {type(value).__name__}")
     t = tensor_cls._make(np.array(value, dtype=dtype.np), (), dtype, _CPU)
     t._wrapped_number = True
+    t._tkey += 1  # the wrapped-number bit of the meta-cache key
     return t

@@ -8,6 +8,7 @@ Python (like the inline accessors of TensorImpl); operators are dispatched elsew
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable
@@ -20,7 +21,7 @@ from labsupport.aten.cast import cast_array
 from labsupport.aten.dtype import dtype as DType
 
 __all__ = [
-    "Device", "TensorOptions", "TensorBase", "Size", "VersionCounter",
+    "Device", "TensorOptions", "TensorBase", "Size", "VersionCounter", "make_tensor",
     "compute_key_set", "tensor_device", "tensor_data_to_numpy",
     "set_inference_mode_enabled", "is_inference_mode_enabled",
     "CPU_BIT", "CUDA_BIT", "META_BIT", "DENSE_BIT", "AD_INPLACE_OR_VIEW_BIT",
@@ -107,6 +108,9 @@ _TORCH_DEVICE_TYPES = (
 _DEVICE_RE = re.compile(r"([a-z_]+)(?::(.*))?\Z")
 
 
+_device_codes = itertools.count(1)
+
+
 class Device:
     """A device: ``cpu``, ``meta`` or (simulated) ``cuda``.
 
@@ -115,7 +119,7 @@ class Device:
     Devices are interned (one object per (type, index)), so ``==`` and hashing are identity-based and fast.
     """
 
-    __slots__ = ("type", "index", "_ks", "_ks_inference", "__weakref__")
+    __slots__ = ("type", "index", "_ks", "_ks_inference", "_code", "__weakref__")
     _interned: dict[tuple[str, int | None], Device] = {}
 
     def __new__(cls, type: Device | str, index: int | None = None) -> Device:
@@ -138,6 +142,8 @@ class Device:
             canonical.type = dev_type
             canonical.index = dev_index
             canonical._ks, canonical._ks_inference = _KEY_SETS[dev_type]
+            # A multiple of 64 unique to this device: part of a tensor's meta-cache key (_tkey).
+            canonical._code = 64 * next(_device_codes)
             cls._interned[(dev_type, dev_index)] = canonical
         cls._interned[key] = canonical
         return canonical
@@ -277,6 +283,37 @@ class VersionCounter:
 
 # --- TensorBase (c10::TensorImpl + at::TensorBase) ------------------------------------------------
 
+def make_tensor(
+    cls: type[TensorBase],
+    data: np.ndarray | None,
+    sizes: tuple[int, ...],
+    dtype: DType,
+    device: Device,
+    requires_grad: bool = False,
+) -> TensorBase:
+    """A new ``cls`` tensor around ``data``: the unchecked constructor every op output goes through
+    (``make_intrusive<TensorImpl>`` in C++). Also reachable as ``cls._make(data, sizes, dtype, device)``.
+
+    ``device`` must be a tensor device (see ``tensor_device``) and ``data`` must already have the
+    right shape and dtype. Tensor classes define no ``__init__``, so ``cls()`` only allocates (and
+    is cheaper than ``object.__new__(cls)``).
+    """
+    t = cls()
+    t._data = data
+    t._sizes = sizes
+    t._dtype = dtype
+    t._device = device
+    t._ks = device._ks_inference if _inference_mode_enabled else device._ks
+    t._tkey = dtype._code + device._code
+    t.requires_grad = requires_grad
+    t.grad = None
+    t.grad_fn = None
+    t._vc = None
+    t._output_nr = 0
+    t._wrapped_number = False
+    return t
+
+
 class TensorBase:
     """A strided dense tensor whose data lives in a contiguous numpy array.
 
@@ -290,47 +327,25 @@ class TensorBase:
     ``requires_grad``    bool; ``grad``, ``grad_fn``, ``_output_nr``: autograd metadata
     ``_version_counter`` VersionCounter shared with views (``_version`` gives its value, as in torch);
                          a property over the ``_vc`` slot, created on first access
-    ``_is_inference``    created under InferenceMode
     ``_wrapped_number``  a Python number the binding wrapped into a 0-dim tensor (lowest promotion tier)
+    ``_tkey``            dtype, device and wrapped-number flag packed in one int: with ``_sizes``, all
+                         that the cached TensorIterator set-up (tensor_iterator.py) depends on
     """
 
     __slots__ = (
         "_data", "_sizes", "_dtype", "_device", "_ks", "requires_grad", "grad", "grad_fn",
-        "_vc", "_output_nr", "_is_inference", "_wrapped_number", "__weakref__",
+        "_vc", "_output_nr", "_wrapped_number", "_tkey", "__weakref__",
     )
 
-    @classmethod
-    def _make(
-        cls,
-        data: np.ndarray | None,
-        sizes: tuple[int, ...],
-        dtype: DType,
-        device: Device,
-        requires_grad: bool = False,
-    ) -> TensorBase:
-        """Fast unchecked constructor used for every op output (no validation at all).
+    _make = classmethod(make_tensor)  # Tensor._make(data, sizes, dtype, device[, requires_grad])
 
-        ``device`` must be a tensor device (see ``tensor_device``) and ``data`` must already have the
-        right shape and dtype.
-        """
-        t = object.__new__(cls)
-        t._data = data
-        t._sizes = sizes
-        t._dtype = dtype
-        t._device = device
-        if _inference_mode_enabled:
-            t._ks = device._ks_inference
-            t._is_inference = True
-        else:
-            t._ks = device._ks
-            t._is_inference = False
-        t.requires_grad = requires_grad
-        t.grad = None
-        t.grad_fn = None
-        t._vc = None
-        t._output_nr = 0
-        t._wrapped_number = False
-        return t
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in vars(cls) or "__new__" in vars(cls):
+            raise TypeError(
+                f"{cls.__name__}: tensor classes must not define __init__ or __new__; tensors are made "
+                f"with {cls.__name__}._make(data, sizes, dtype, device) (make_tensor), which calls cls()"
+            )
 
     @property
     def _version_counter(self) -> VersionCounter:
@@ -403,7 +418,9 @@ class TensorBase:
         return self._dtype.is_floating_point
 
     def is_inference(self) -> bool:
-        return self._is_inference
+        """Created under InferenceMode: as in ``TensorImpl::is_inference``, read off the key set (an
+        inference tensor has neither the ADInplaceOrView nor the Autograd functionality key)."""
+        return not self._ks & _AUTOGRAD_BITS
 
     def key_set(self) -> int:
         """The raw DispatchKeySet bits (torch._C._dispatch_keys(t).raw_repr())."""
@@ -440,7 +457,6 @@ class TensorBase:
         """A new tensor sharing data and version counter, cut off from autograd."""
         t = type(self)._make(self._data, self._sizes, self._dtype, self._device)
         t._ks = self._ks
-        t._is_inference = self._is_inference
         t._version_counter = self._version_counter
         return t
 

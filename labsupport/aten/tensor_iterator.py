@@ -166,12 +166,12 @@ class TensorIteratorBase(MetaBase):
 
     def build_borrowing_binary_op(self, out: TensorBase | None, a: TensorBase, b: TensorBase) -> None:
         """Set up ``out = op(a, b)`` with broadcasting and type promotion; ``out`` is None for functional."""
+        # _tkey packs dtype, device and the wrapped-number flag (see TensorBase): with the sizes, it is
+        # everything the set-up below depends on, so the key stays short and cheap to hash.
         if out is None:
-            key = (a._sizes, b._sizes, a._dtype, b._dtype, a._device, b._device,
-                   a._wrapped_number, b._wrapped_number)
+            key = (a._sizes, b._sizes, a._tkey, b._tkey)
         else:
-            key = (a._sizes, b._sizes, a._dtype, b._dtype, a._device, b._device,
-                   a._wrapped_number, b._wrapped_number, out._dtype, out._device, out is a, out is b)
+            key = (a._sizes, b._sizes, a._tkey, b._tkey, out._tkey, out is a, out is b)
         entry = _binary_cache.get(key)
         if entry is None:
             entry = _setup_binary(out, a, b)

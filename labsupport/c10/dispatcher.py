@@ -32,6 +32,7 @@ from labsupport.c10.dispatch_key_set import (
     runtime_keys_of_alias,
     slot_index,
 )
+from labsupport.c10.instantiate import instantiate
 from labsupport.c10.kernel_function import KernelFunction
 from labsupport.c10.operator_entry import OperatorEntry, Registration, describe_keys
 from labsupport.c10.tls import tls
@@ -201,12 +202,12 @@ class Dispatcher:
         if observers.active:
             return self._call_observed(op, tensor_ks, ks, entry, args, False)
         try:
-            mode = entry.mode
-            if mode == 2:  # raw key set: generated kernels, boxed adapters
-                return entry.fn(ks, *args)
-            if mode == 0:
-                return entry.fn(*args)
-            return entry.fn(_wrap(ks), *args)
+            fn = entry.fn
+            if entry.mode == 2:  # raw key set: generated kernels, boxed adapters
+                return fn(ks, *args)
+            if entry.mode == 0:  # a kernel that takes no key set
+                return fn(*args)
+            return fn(_wrap(ks), *args)  # a kernel that takes a DispatchKeySet
         except RecursionError as error:
             raise DispatchRecursionError() from error
 
@@ -215,12 +216,27 @@ class Dispatcher:
         entry = op.table[_slot_get(ks) or _slot(ks)]
         if observers.active:
             return self._call_observed(op, ks, ks, entry, args, True)
-        mode = entry.mode
-        if mode == 2:
-            return entry.fn(ks, *args)
-        if mode == 0:
-            return entry.fn(*args)
-        return entry.fn(_wrap(ks), *args)
+        fn = entry.fn
+        if entry.mode == 2:
+            return fn(ks, *args)
+        if entry.mode == 0:
+            return fn(*args)
+        return fn(_wrap(ks), *args)
+
+    def typed(self, arity: int) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        """``call`` and ``redispatch`` for exactly ``arity`` arguments, bound to this dispatcher.
+
+        C++ instantiates these templates once per operator signature, so arguments are never
+        packed; the generated ``_ops`` handles use the lab's instantiations (see instantiate.py).
+        Subclasses get instantiations of their own ``call`` / ``redispatch``.
+        """
+        cls = type(self)
+        key = (cls, arity)
+        pair = _TYPED.get(key)
+        if pair is None:
+            pair = _TYPED[key] = (instantiate(cls.call, arity), instantiate(cls.redispatch, arity))
+            _DISPATCH_CODES.update(fn.__code__ for fn in pair)
+        return pair[0].__get__(self), pair[1].__get__(self)
 
     def call_boxed(self, op: OperatorEntry, stack: list[Any]) -> None:
         """``Dispatcher::callBoxed``: arguments on a stack; the key set comes from its tensors."""
@@ -417,6 +433,7 @@ class Dispatcher:
 
 
 _DISPATCH_CODES = {Dispatcher.call.__code__, Dispatcher.redispatch.__code__}
+_TYPED: dict[tuple[type, int], tuple[Callable[..., Any], Callable[..., Any]]] = {}
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -36,11 +36,11 @@ class InferenceMode:
         self._enabled = enabled
 
     def __enter__(self) -> InferenceMode:
-        self._saved = (tls.sets, grad_mode._state.enabled, _tensor.is_inference_mode_enabled())
+        self._saved = (tls.snapshot(), grad_mode._state.enabled, _tensor.is_inference_mode_enabled())
         if self._enabled:
             included, _, excluded = tls.sets
             excluded |= _AUTOGRAD
-            tls.sets = (included & ~_AD_INPLACE_OR_VIEW, FULL & ~(excluded & FUNCTIONALITY_BITS), excluded)
+            tls.restore((included & ~_AD_INPLACE_OR_VIEW, FULL & ~(excluded & FUNCTIONALITY_BITS), excluded))
             grad_mode._state.enabled = False
             _tensor.set_inference_mode_enabled(True)
         return self
@@ -49,7 +49,7 @@ class InferenceMode:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         sets, grad_enabled, inference = self._saved
-        tls.sets = sets
+        tls.restore(sets)
         grad_mode._state.enabled = grad_enabled
         _tensor.set_inference_mode_enabled(inference)
 

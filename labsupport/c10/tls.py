@@ -28,15 +28,20 @@ DEFAULT_EXCLUDED = autocast_dispatch_keyset
 
 
 class LocalDispatchKeySet(threading.local):
-    """The per-thread state, kept in one tuple ``sets = (included, keep, excluded)`` so that the
-    dispatcher's hot path and the guards touch the thread-local object once. ``keep`` is
-    ``~(excluded & functionality bits)``: "a - b" on key sets clears only functionality bits."""
+    """The per-thread state, kept in one three-item list ``sets = [included, keep, excluded]``.
 
-    sets: tuple[int, int, int]
+    ``keep`` is ``~(excluded & functionality bits)``: "a - b" on key sets clears only functionality
+    bits. Each thread gets its own list once and keeps it; guards change its items in place and put
+    them back on exit. Reading a ``threading.local`` attribute is the slow part (tens of ns, where
+    C++ reads a ``thread_local`` in one instruction), so the hot paths read ``tls.sets`` once per
+    call and then work on the list.
+    """
+
+    sets: list[int]
 
     def __init__(self) -> None:
         excluded = int(DEFAULT_EXCLUDED)
-        self.sets = (int(DEFAULT_INCLUDED), FULL & ~(excluded & FUNCTIONALITY_BITS), excluded)
+        self.sets = [int(DEFAULT_INCLUDED), FULL & ~(excluded & FUNCTIONALITY_BITS), excluded]
 
     @property
     def included(self) -> int:
@@ -44,14 +49,24 @@ class LocalDispatchKeySet(threading.local):
 
     @included.setter
     def included(self, raw: int) -> None:
-        self.sets = (raw, self.sets[1], self.sets[2])
+        self.sets[0] = raw
 
     @property
     def excluded(self) -> int:
         return self.sets[2]
 
     def set_excluded(self, raw: int) -> None:
-        self.sets = (self.sets[0], FULL & ~(raw & FUNCTIONALITY_BITS), raw)
+        sets = self.sets
+        sets[1] = FULL & ~(raw & FUNCTIONALITY_BITS)
+        sets[2] = raw
+
+    def snapshot(self) -> tuple[int, int, int]:
+        """The three values, for a guard that puts them back later with ``restore``."""
+        included, keep, excluded = self.sets
+        return included, keep, excluded
+
+    def restore(self, saved: tuple[int, int, int]) -> None:
+        self.sets[:] = saved
 
 
 tls = LocalDispatchKeySet()
@@ -81,14 +96,17 @@ class ExcludeDispatchKeyGuard:
         self._keep = ~(self._keys & FUNCTIONALITY_BITS)
 
     def __enter__(self) -> ExcludeDispatchKeyGuard:
-        self._saved = sets = tls.sets
-        tls.sets = (sets[0], sets[1] & self._keep, sets[2] | self._keys)
+        sets = tls.sets
+        self._saved = (sets[1], sets[2])
+        sets[1] &= self._keep
+        sets[2] |= self._keys
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        tls.sets = self._saved
+        sets = tls.sets
+        sets[1], sets[2] = self._saved
 
 
 class IncludeDispatchKeyGuard:
@@ -100,14 +118,15 @@ class IncludeDispatchKeyGuard:
         self._keys = _as_raw(keys)
 
     def __enter__(self) -> IncludeDispatchKeyGuard:
-        self._saved = sets = tls.sets
-        tls.sets = (sets[0] | self._keys, sets[1], sets[2])
+        sets = tls.sets
+        self._saved = sets[0]
+        sets[0] |= self._keys
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        tls.sets = self._saved
+        tls.sets[0] = self._saved
 
 
 class ForceDispatchKeyGuard:
@@ -119,14 +138,14 @@ class ForceDispatchKeyGuard:
         self._include, self._exclude = int(include), int(exclude)
 
     def __enter__(self) -> ForceDispatchKeyGuard:
-        self._saved = tls.sets
-        tls.sets = (self._include, FULL & ~(self._exclude & FUNCTIONALITY_BITS), self._exclude)
+        self._saved = tls.snapshot()
+        tls.restore((self._include, FULL & ~(self._exclude & FUNCTIONALITY_BITS), self._exclude))
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        tls.sets = self._saved
+        tls.restore(self._saved)
 
 
 _BELOW_AUTOGRAD = int(autograd_dispatch_keyset)
@@ -141,14 +160,17 @@ class _FixedExcludeGuard:
     _keep = -1
 
     def __enter__(self) -> _FixedExcludeGuard:
-        self._saved = sets = tls.sets
-        tls.sets = (sets[0], sets[1] & self._keep, sets[2] | self._keys)
+        sets = tls.sets
+        self._saved = (sets[1], sets[2])
+        sets[1] &= self._keep
+        sets[2] |= self._keys
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        tls.sets = self._saved
+        sets = tls.sets
+        sets[1], sets[2] = self._saved
 
 
 class AutoDispatchBelowAutograd(_FixedExcludeGuard):

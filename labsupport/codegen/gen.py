@@ -52,10 +52,14 @@ def gen_register_schema(reg: OpsRegistry, source: str) -> str:
 
 def gen_ops(reg: OpsRegistry, source: str) -> str:
     out = [header("Operator handles: at::_ops::<op>::call / redispatch", "Operators.h / Operators_*.cpp", source)]
+    arities = sorted({len(f.func.arguments) for f in reg.functions})
     out.append(
         "from . import dispatcher\n\n"
-        "_call = dispatcher.call  # c10::Dispatcher::call\n"
-        "_redispatch = dispatcher.redispatch  # c10::Dispatcher::redispatch\n\n\n"
+        "# c10::Dispatcher::call and ::redispatch are C++ templates, instantiated once per signature so\n"
+        "# that arguments are never packed. dispatcher.typed(n) is the lab's instantiation for n arguments\n"
+        "# (labsupport/c10/instantiate.py): the source of Dispatcher.call / .redispatch, *args spelled out.\n"
+        + "".join(f"_call_{n}, _redispatch_{n} = dispatcher.typed({n})\n" for n in arities)
+        + "\n\n"
         "def _keys_of_list(tensors):\n"
         '    """The OR of the key sets of a Tensor[] argument."""\n'
         "    ks = 0\n"
@@ -67,6 +71,7 @@ def gen_ops(reg: OpsRegistry, source: str) -> str:
     for f in reg.functions:
         name = handle_name(f)
         args = ", ".join(arg_names(f.func))
+        n = len(f.func.arguments)
         keys = tensor_keyset_expr(f.func)
         sep = ", " if args else ""
         out.append(
@@ -78,10 +83,10 @@ def gen_ops(reg: OpsRegistry, source: str) -> str:
             f'    op = dispatcher.find_schema_or_throw("aten::{f.func.name}", "{f.func.overload_name}")\n\n'
             f"    @staticmethod\n"
             f"    def call({args}):\n"
-            f"        return _call(_op_{name}, {keys}{sep}{args})\n\n"
+            f"        return _call_{n}(_op_{name}, {keys}{sep}{args})\n\n"
             f"    @staticmethod\n"
             f"    def redispatch(ks{sep}{args}):\n"
-            f"        return _redispatch(_op_{name}, ks{sep}{args})\n\n\n"
+            f"        return _redispatch_{n}(_op_{name}, ks{sep}{args})\n\n\n"
             f"_op_{name} = {name}.op\n"
         )
     return "".join(out)

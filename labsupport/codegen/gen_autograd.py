@@ -118,8 +118,8 @@ def _saved_assignments(d: Derivative, f: NativeFunction) -> list[str]:
 
 
 GUARD_CONSTANTS = (
-    "# RAII guards, inlined the way C++ inlines them: save the thread-local key sets, exclude the\n"
-    "# guard's keys, restore on the way out (see labsupport/c10/tls.py for the guard classes).\n"
+    "# RAII guards, inlined the way C++ inlines them: save the thread-local exclude set, add the\n"
+    "# guard's keys, restore it on the way out (see labsupport/c10/tls.py for the guard classes).\n"
     "BELOW_AUTOGRAD_KEEP = AutoDispatchBelowAutograd._keep\n"
     "BELOW_AUTOGRAD_KEYS = AutoDispatchBelowAutograd._keys\n"
     "BELOW_AD_INPLACE_OR_VIEW_KEEP = AutoDispatchBelowADInplaceOrView._keep\n"
@@ -131,12 +131,14 @@ def guarded(guard: str, statement: str) -> list[str]:
     """``statement`` run under an inlined ``at::<guard>``; the sets are restored even if it raises."""
     const = "BELOW_AUTOGRAD" if guard == "AutoDispatchBelowAutograd" else "BELOW_AD_INPLACE_OR_VIEW"
     return [
-        f"    _saved = tls.sets  # at::{guard} guard;\n",
-        f"    tls.sets = (_saved[0], _saved[1] & {const}_KEEP, _saved[2] | {const}_KEYS)\n",
+        f"    _tls = tls.sets  # at::{guard} guard: [included, keep, excluded]\n",
+        "    _keep, _excluded = _tls[1], _tls[2]\n",
+        f"    _tls[1] = _keep & {const}_KEEP\n",
+        f"    _tls[2] = _excluded | {const}_KEYS\n",
         "    try:\n",
         f"        {statement}\n",
         "    finally:\n",
-        "        tls.sets = _saved  # ~guard\n",
+        "        _tls[1], _tls[2] = _keep, _excluded  # ~guard\n",
     ]
 
 

@@ -72,12 +72,17 @@ def _binding(
         + ")\n"
     )
     torch_file = "python_variable_methods.cpp" if method else "python_torch_functions_*.cpp"
-    head = "self, *args, **kwargs" if method else "*args, **kwargs"
+    fast = _fast_path(overloads[0], method=method, counts=counts)
+    params = fast_path_params(overloads[0], method=method) if fast else []
+    head = ", ".join((["self"] if method else []) + [f"{p}=_NO_ARG" for p in params])
+    head = f"{head}, /, *args, **kwargs" if params else ("self, *args, **kwargs" if method else "*args, **kwargs")
     lines = [
         f"\n\n{parser}\n\ndef {name}({head}):\n",
         f'    """torch::autograd::THPVariable_{name} ({torch_file})."""\n',
+        *fast,
     ]
-    lines += _fast_path(overloads[0], method=method, counts=counts)
+    if params:
+        lines.append(f"    args = _given({', '.join(params)}) + args  # the call as it was made, for the parser\n")
     lines.append(f"    r = {var}.parse(args, kwargs)\n")
     for index, f in enumerate(overloads):
         lines += _overload_call(reg, f, index, method=method, counts=counts)
@@ -125,13 +130,24 @@ def _target(f: NativeFunction, counts: dict[str, int], *, method: bool) -> str:
     return f"_ops.{handle_name(f)}.call"
 
 
+def fast_path_params(f: NativeFunction, *, method: bool) -> list[str]:
+    """The positional-only parameters a binding's fast path takes: one per required tensor."""
+    args = [a for a in f.func.arguments if not (method and a.name == "self")]
+    return [f"_{a.name}" for a in args if a.default is None and not a.kwarg_only]
+
+
 def _fast_path(f: NativeFunction, *, method: bool, counts: dict[str, int]) -> list[str]:
-    """``if the call is (Tensor, Tensor) with no keywords: skip the parser``."""
+    """``if the call is (Tensor, Tensor) with no keywords: skip the parser``.
+
+    The binding names the required tensors as positional-only parameters defaulting to ``_NO_ARG``,
+    so Python itself unpacks the common call (no tuple to build and unpack); every other call is
+    put back together as it was made and parsed.
+    """
     args = [a for a in f.func.arguments if not (method and a.name == "self")]
     required = [a for a in args if a.default is None and not a.kwarg_only]
     if not required or any(not a.type.is_tensor for a in required) or f.is_factory:
         return []
-    names = [f"_{a.name}" for a in required]
+    names = fast_path_params(f, method=method)
     checks = " and ".join(f"type({n}) is Tensor" for n in names)
     values = []
     position = 0
@@ -144,12 +160,9 @@ def _fast_path(f: NativeFunction, *, method: bool, counts: dict[str, int]) -> li
         else:
             values.append(default_literal(a) or "None")
     target = _target(f, counts, method=method)
-    unpack = f"{names[0]}," if len(names) == 1 else ", ".join(names)
     return [
-        f"    if not kwargs and len(args) == {len(required)}:  # fast path: the common call needs no parsing\n",
-        f"        {unpack} = args\n",
-        f"        if {checks}:\n",
-        f"            return {target}({', '.join(values)})\n",
+        f"    if {checks} and not args and not kwargs:  # fast path: the common call needs no parsing\n",
+        f"        return {target}({', '.join(values)})\n",
     ]
 
 
@@ -189,6 +202,14 @@ def _overload_call(reg: OpsRegistry, f: NativeFunction, index: int, *, method: b
     return lines
 
 
+GIVEN_HELPERS = (
+    "\n\n_NO_ARG = object()  # a fast-path parameter the caller did not pass\n\n\n"
+    "def _given(*values):\n"
+    '    """The fast-path parameters the caller passed (a prefix: they are positional-only)."""\n'
+    "    return tuple(v for v in values if v is not _NO_ARG)\n"
+)
+
+
 def gen_python_torch_functions(reg: OpsRegistry, source: str) -> str:
     counts = functional_name_counts(reg.functions, "function")
     parts = [header("Python bindings of the torch.* functions: torch.add(...)", "torch/csrc/autograd/generated/python_torch_functions_*.cpp", source)]
@@ -198,6 +219,7 @@ def gen_python_torch_functions(reg: OpsRegistry, source: str) -> str:
         "from labsupport.aten.tensor import TensorBase\n"
         "from labsupport.c10.tls import AutoDispatchBelowADInplaceOrView\n"
         "from labsupport.utils.python_arg_parser import PythonArgParser\n"
+        + GIVEN_HELPERS
     )
     names = []
     for name, overloads in _overloads(reg, "function").items():
@@ -217,6 +239,7 @@ def gen_python_variable_methods(reg: OpsRegistry, source: str) -> str:
         "from labsupport.aten.tensor import TensorBase\n"
         "from labsupport.autograd.engine import backward as _run_backward\n"
         "from labsupport.utils.python_arg_parser import PythonArgParser\n"
+        + GIVEN_HELPERS
     )
     methods = _overloads(reg, "method")
     bindings = [_binding(reg, name, overloads, method=True, counts=counts) for name, overloads in methods.items()]

@@ -36,43 +36,34 @@ def wrapper_name(key: str, f: NativeFunction, structured: bool | None = None) ->
     return f"wrapper_{key}_{f.func.overload_name}_{cpp}"
 
 
-def _helpers(key: str) -> str:
-    alloc = "None" if key == "Meta" else "np.empty(sizes, dtype.np)"
-    what = "a data-less meta tensor" if key == "Meta" else f"a new {key} tensor"
-    return f'''
+HELPERS = '''
 
-_make = Tensor._make
-
-
-def create_out(sizes, strides, options):
-    """Allocate {what} (at::detail::empty_strided_{key.lower()}); sizes is a tuple."""
-    dtype = options.dtype
-    return _make({alloc}, sizes, dtype, options.device)
+np_empty = np.empty
 
 
 def check_inplace(self, sizes, options):
     """An in-place op must produce exactly self's dtype, device and sizes."""
     if options.dtype is not self._dtype:
         raise RuntimeError(
-            f"Bad in-place call: input tensor dtype {{self._dtype.typemeta_name}} and output tensor dtype {{options.dtype.typemeta_name}} should match"
+            f"Bad in-place call: input tensor dtype {self._dtype.typemeta_name} and output tensor dtype {options.dtype.typemeta_name} should match"
         )
     if options.device != self._device:
         raise RuntimeError(
-            f"Bad in-place call: input tensor device {{self._device}} and output tensor device {{options.device}} should match"
+            f"Bad in-place call: input tensor device {self._device} and output tensor device {options.device} should match"
         )
     if tuple(sizes) != self._sizes:
         raise RuntimeError(
-            f"Bad in-place call: input tensor size {{list(self._sizes)}} and output tensor size {{list(sizes)}} should match"
+            f"Bad in-place call: input tensor size {list(self._sizes)} and output tensor size {list(sizes)} should match"
         )
 
 
 def resize_out(out, sizes, strides, options):
     """Check an out= tensor and resize it if needed (at::native::resize_output)."""
     if options.dtype is not out._dtype:
-        raise RuntimeError(f"Expected out tensor to have dtype {{options.dtype.typemeta_name}}, but got {{out._dtype.typemeta_name}} instead")
+        raise RuntimeError(f"Expected out tensor to have dtype {options.dtype.typemeta_name}, but got {out._dtype.typemeta_name} instead")
     if options.device != out._device:
         raise RuntimeError(
-            f"Expected out tensor to have device {{options.device}}, but got {{out._device}} instead"
+            f"Expected out tensor to have device {options.device}, but got {out._device} instead"
         )
     sizes = tuple(sizes)
     if out._sizes != sizes:
@@ -83,11 +74,15 @@ def resize_out(out, sizes, strides, options):
 def _variant_class(group: StructuredGroup, key: str, kind: str, base: str) -> str:
     cls = f"{base.split('.')[-1]}_{kind}"
     if kind == "functional":
+        alloc = "None" if key == "Meta" else "np_empty(sizes, dtype.np)"
+        what = "a data-less meta tensor" if key == "Meta" else f"a new {key} tensor"
         body = (
-            "    def __init__(self):\n"
-            "        self.outputs = [None]\n\n"
+            "    outputs = (None,)  # outputs_: undefined until set_output_raw_strided allocates them\n\n"
             "    def set_output_raw_strided(self, output_idx, sizes, strides, options, names=None):\n"
-            "        self.outputs[output_idx] = create_out(sizes, strides, options)\n"
+            f"        # create_out(sizes, strides, options), inlined: {what}\n"
+            f"        # (at::detail::empty_strided_{key.lower()}); sizes is a tuple\n"
+            "        dtype = options.dtype\n"
+            f"        self.outputs = [make_tensor(Tensor, {alloc}, sizes, dtype, options.device)]\n"
         )
         doc = "functional variant: allocates its output"
     elif kind == "inplace":
@@ -110,10 +105,13 @@ def _variant_class(group: StructuredGroup, key: str, kind: str, base: str) -> st
         "    def maybe_get_output(self, output_idx=0):\n"
         "        return self.outputs[output_idx]\n"
     )
+    # The functional class keeps `outputs` in its instance dict, so the class-level `(None,)` can stand
+    # for "not allocated yet" without an __init__ call on the hot path.
+    slots = "" if kind == "functional" else '    __slots__ = ("outputs",)\n\n'
     return (
         f"\n\nclass {cls}({base}):\n"
         f'    """The {doc}; everything else comes from {base.split(".")[-1]}."""\n\n'
-        f'    __slots__ = ("outputs",)\n\n'
+        f"{slots}"
         f"{body}\n{maybe}"
     )
 
@@ -178,9 +176,10 @@ def gen_register_backend(reg: OpsRegistry, key: str, source: str) -> str:
         "from . import dispatcher, meta, native\n"
         "from .python_variable_methods import Tensor\n"
         "from labsupport.aten.resize import resize_output\n"
+        "from labsupport.aten.tensor import make_tensor\n"
         "from labsupport.c10.library import Library\n"
     )
-    parts.append(_helpers(key))
+    parts.append(HELPERS)
     registrations: list[tuple[str, str]] = []
     for group in reg.groups:
         code, regs = _structured(group, key)
