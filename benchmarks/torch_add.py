@@ -8,6 +8,11 @@
 4. ``numpy.add`` (the work itself, no dispatch at all).
 
 Targets (issue 3): 1 faster than 3, and 1 within 2x of 2. Run: ``python benchmarks/torch_add.py``.
+
+The ratios are taken inside one process, with the four cases interleaved. Between processes the
+same figures move by several percent (memory layout, CPU frequency), PyTorch's most of all, so the
+script repeats the whole measurement in ``--runs`` fresh processes (default 5) and reports every
+run and the median of the per-run ratios. ``--runs 1`` measures in this process only.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ def interleaved_medians(cases: dict, number: int = 5000, repeat: int = 31) -> di
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def main() -> None:
+def measure() -> dict[str, float]:
+    """One run: the four cases' medians (us per call) in this process."""
     import contextlib
 
     import labsupport.torch as lab_torch
@@ -56,18 +62,52 @@ def main() -> None:
                 return func(*args, **(kwargs or {}))
 
         cases["PyTorch torch.add in a pass-through TorchDispatchMode"] = (lambda: torch.add(ta, tb), PassThrough)
-    results = interleaved_medians(cases)
-    width = max(map(len, results))
-    for name, us in results.items():
-        print(f"{name:<{width}}  {us:7.2f} us")
-    lab = results["lab torch.add (full stack)"]
-    if torch is not None:
-        cpp = results["PyTorch torch.add (C++)"]
-        mode = results["PyTorch torch.add in a pass-through TorchDispatchMode"]
-        print(f"\nlab / PyTorch C++             {lab / cpp:5.2f}x   (target: at most 2x)")
-        print(f"lab / pass-through mode       {lab / mode:5.2f}x   (target: below 1x)")
+    return interleaved_medians(cases)
+
+
+LAB, CPP, MODE = (
+    "lab torch.add (full stack)", "PyTorch torch.add (C++)", "PyTorch torch.add in a pass-through TorchDispatchMode",
+)
+
+
+def main() -> None:
+    import argparse
+    import json
+    import subprocess
+    import sys
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5, help="fresh processes to measure in (default 5)")
+    parser.add_argument("--json", action="store_true", help="print one run's figures as JSON (used per run)")
+    options = parser.parse_args()
+    if options.json or options.runs <= 1:
+        results = measure()
+        if options.json:
+            print(json.dumps(results))
+            return
+        runs = [results]
     else:
+        runs = []
+        for _ in range(options.runs):
+            done = subprocess.run([sys.executable, __file__, "--json"], check=True, capture_output=True, text=True)
+            runs.append(json.loads(done.stdout))
+    names = list(runs[0])
+    width = max(map(len, names))
+    title = f"us per call ({len(runs)} runs)"
+    print(f"{title:<{width}}  median   " + "  ".join(f"run {i + 1:<3}" for i in range(len(runs))))
+    for name in names:
+        values = [run[name] for run in runs]
+        print(f"{name:<{width}}  {statistics.median(values):7.2f}   " + "  ".join(f"{v:7.2f}" for v in values))
+    if CPP not in runs[0]:
         print("\nPyTorch is not installed: the comparisons with it were skipped (make torch).")
+        return
+    to_cpp = [run[LAB] / run[CPP] for run in runs]
+    to_mode = [run[LAB] / run[MODE] for run in runs]
+    print()
+    rows = (("lab / PyTorch C++", to_cpp, "at most 2x"), ("lab / pass-through mode", to_mode, "below 1x"))
+    for label, ratios, target in rows:
+        each = ", ".join(f"{r:.2f}" for r in ratios)
+        print(f"{label:<24}  {statistics.median(ratios):5.2f}x median   (runs: {each})   target: {target}")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,5 @@ def wrapped_scalar_tensor(value: Any, tensor_cls: type) -> Any:
     else:
         raise TypeError(f"expected a Python number, got {type(value).__name__}")
     t = tensor_cls._make(np.array(value, dtype=dtype.np), (), dtype, _CPU)
-    t._wrapped_number = True
-    t._tkey += 1  # the wrapped-number bit of the meta-cache key
+    t._tkey |= 1  # TensorImpl::set_wrapped_number(true): the wrapped-number bit of _tkey
     return t

@@ -310,7 +310,6 @@ def make_tensor(
     t.grad_fn = None
     t._vc = None
     t._output_nr = 0
-    t._wrapped_number = False
     return t
 
 
@@ -327,14 +326,15 @@ class TensorBase:
     ``requires_grad``    bool; ``grad``, ``grad_fn``, ``_output_nr``: autograd metadata
     ``_version_counter`` VersionCounter shared with views (``_version`` gives its value, as in torch);
                          a property over the ``_vc`` slot, created on first access
-    ``_wrapped_number``  a Python number the binding wrapped into a 0-dim tensor (lowest promotion tier)
-    ``_tkey``            dtype, device and wrapped-number flag packed in one int: with ``_sizes``, all
+    ``_tkey``            dtype, device and the wrapped-number bit packed in one int: with ``_sizes``, all
                          that the cached TensorIterator set-up (tensor_iterator.py) depends on
+    ``_wrapped_number``  a Python number the binding wrapped into a 0-dim tensor (lowest promotion tier);
+                         a property over bit 0 of ``_tkey``
     """
 
     __slots__ = (
         "_data", "_sizes", "_dtype", "_device", "_ks", "requires_grad", "grad", "grad_fn",
-        "_vc", "_output_nr", "_wrapped_number", "_tkey", "__weakref__",
+        "_vc", "_output_nr", "_tkey", "__weakref__",
     )
 
     _make = classmethod(make_tensor)  # Tensor._make(data, sizes, dtype, device[, requires_grad])
@@ -346,6 +346,11 @@ class TensorBase:
                 f"{cls.__name__}: tensor classes must not define __init__ or __new__; tensors are made "
                 f"with {cls.__name__}._make(data, sizes, dtype, device) (make_tensor), which calls cls()"
             )
+
+    @property
+    def _wrapped_number(self) -> bool:
+        """``TensorImpl::is_wrapped_number``: bit 0 of ``_tkey`` (set by ``wrapped_scalar_tensor``)."""
+        return bool(self._tkey & 1)
 
     @property
     def _version_counter(self) -> VersionCounter:
