@@ -13,10 +13,8 @@ Timings are interleaved medians of repeats (microseconds per call); bytecode ins
 """
 
 from __future__ import annotations
-import __future__
 
 import contextlib
-import inspect
 import statistics
 import timeit
 from collections.abc import Callable
@@ -25,7 +23,6 @@ from typing import Any
 import numpy as np
 
 import labsupport as lab
-import labsupport.c10.dispatcher as dispatcher_module
 from labsupport.c10.dispatcher import Dispatcher
 from labsupport.c10.instantiate import instantiate
 
@@ -53,23 +50,12 @@ def strip_hook(source: str) -> str:
     return "".join(kept)
 
 
-def _without_hook(method: Callable[..., Any]) -> Callable[..., Any]:
-    """``method`` recompiled from its own source without the observer check (``*args`` kept)."""
-    lines, first = inspect.getsourcelines(method)
-    source = "\n" * (first - 2) + "class Dispatcher:\n" + strip_hook("".join(lines))
-    namespace: dict[str, Any] = {}
-    flags = __future__.annotations.compiler_flag
-    exec(compile(source, dispatcher_module.__file__, "exec", flags=flags, dont_inherit=True),
-         vars(dispatcher_module), namespace)  # fmt: skip
-    return vars(namespace["Dispatcher"])[method.__name__]
-
-
 class NoHookDispatcher(Dispatcher):
     """The lab's dispatcher with the observer check taken out of ``call`` and ``redispatch``, both
     the generic methods and the per-arity instantiations the generated ``_ops`` handles use."""
 
-    call = _without_hook(Dispatcher.call)
-    redispatch = _without_hook(Dispatcher.redispatch)
+    call = instantiate(Dispatcher.call, None, strip_hook)
+    redispatch = instantiate(Dispatcher.redispatch, None, strip_hook)
 
     def typed(self, arity: int) -> tuple[Callable[..., Any], Callable[..., Any]]:
         # Instantiate from the base class's source (this class's methods were compiled from text).

@@ -28,12 +28,12 @@ _ARGS = re.compile(r"\bargs\b")
 
 
 def instantiate(
-    method: Callable[..., Any], arity: int, edit: Callable[[str], str] | None = None
+    method: Callable[..., Any], arity: int | None, edit: Callable[[str], str] | None = None
 ) -> FunctionType:
     """``method`` (a ``Dispatcher`` method whose variadic parameter is ``*args``) compiled for
-    exactly ``arity`` positional arguments. ``edit`` may rewrite the source text first (the hooks
-    benchmark uses it to cut out the observer check)."""
-    if arity < 0:
+    exactly ``arity`` positional arguments (``None``: keep ``*args``). ``edit`` may rewrite the
+    source text first (the hooks benchmark uses it to cut out the observer check)."""
+    if arity is not None and arity < 0:
         raise ValueError(f"arity must be >= 0, got {arity}")
     if method.__code__.co_freevars:
         raise ValueError(
@@ -47,13 +47,14 @@ def instantiate(
         text = edit(text)
     if "*args" not in text:
         raise ValueError(f"{method.__qualname__} has no *args to instantiate")
-    names = ", ".join(f"a{i}" for i in range(arity))
+    if arity is not None:
+        names = ", ".join(f"a{i}" for i in range(arity))
 
-    def spell_out(match: re.Match[str]) -> str:
-        return f"{match.group(1) or ''}{names}" if arity else ""
+        def spell_out(match: re.Match[str]) -> str:
+            return f"{match.group(1) or ''}{names}" if arity else ""
 
-    text = _STAR_ARGS.sub(spell_out, text)
-    text = _ARGS.sub(f"({names}{',' if arity == 1 else ''})", text)  # args handed on as a tuple
+        text = _STAR_ARGS.sub(spell_out, text)
+        text = _ARGS.sub(f"({names}{',' if arity == 1 else ''})", text)  # args handed on as a tuple
     owner = method.__qualname__.rpartition(".")[0].rpartition(".")[2] or "_Template"
     # Blank lines put the `def` on the template's own line, inside a class of the template's name.
     source = "\n" * max(first - 2, 0) + f"class {owner}:\n" + textwrap.indent(textwrap.dedent(text), "    ")
@@ -64,5 +65,6 @@ def instantiate(
     function = namespace[owner].__dict__[method.__name__]
     function.__code__ = function.__code__.replace(co_qualname=method.__qualname__)
     function.__qualname__ = method.__qualname__
-    function.__doc__ = f"{method.__doc__ or ''}\n\n(Instantiated for {arity} argument{'s' * (arity != 1)}.)"
+    if arity is not None:
+        function.__doc__ = f"{method.__doc__ or ''}\n\n(Instantiated for {arity} argument{'s' * (arity != 1)}.)"
     return function
