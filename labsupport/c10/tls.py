@@ -60,12 +60,11 @@ class LocalDispatchKeySet(threading.local):
         sets[1] = FULL & ~(raw & FUNCTIONALITY_BITS)
         sets[2] = raw
 
-    def snapshot(self) -> tuple[int, int, int]:
+    def snapshot(self) -> tuple[int, ...]:
         """The three values, for a guard that puts them back later with ``restore``."""
-        included, keep, excluded = self.sets
-        return included, keep, excluded
+        return tuple(self.sets)
 
-    def restore(self, saved: tuple[int, int, int]) -> None:
+    def restore(self, saved: tuple[int, ...]) -> None:
         self.sets[:] = saved
 
 
@@ -152,25 +151,16 @@ _BELOW_AUTOGRAD = int(autograd_dispatch_keyset)
 _BELOW_AD_INPLACE_OR_VIEW = _BELOW_AUTOGRAD | int(DispatchKeySet(DispatchKey.ADInplaceOrView))
 
 
-class _FixedExcludeGuard:
-    """An exclude guard whose keys are fixed by its class (no per-use set-up: it is on hot paths)."""
+class _FixedExcludeGuard(ExcludeDispatchKeyGuard):
+    """An exclude guard whose keys are fixed by its class (no per-use set-up: it is on hot paths).
+    The class attributes stand in for the instance's ``_keys`` / ``_keep``; no ``__init__`` runs."""
 
-    __slots__ = ("_saved",)
+    __slots__ = ()
     _keys = 0
     _keep = -1
 
-    def __enter__(self) -> _FixedExcludeGuard:
-        sets = tls.sets
-        self._saved = (sets[1], sets[2])
-        sets[1] &= self._keep
-        sets[2] |= self._keys
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        sets = tls.sets
-        sets[1], sets[2] = self._saved
+    def __init__(self) -> None:
+        pass
 
 
 class AutoDispatchBelowAutograd(_FixedExcludeGuard):

@@ -215,11 +215,10 @@ def gen_python_torch_functions(reg: OpsRegistry, source: str) -> str:
     parts = [header("Python bindings of the torch.* functions: torch.add(...)", "torch/csrc/autograd/generated/python_torch_functions_*.cpp", source)]
     parts.append(
         "from . import _ops, functions\n"
-        "from .python_variable_methods import Tensor, scalar_to_tensor\n"
+        "from .python_variable_methods import _NO_ARG, Tensor, _given, scalar_to_tensor\n"
         "from labsupport.aten.tensor import TensorBase\n"
         "from labsupport.c10.tls import AutoDispatchBelowADInplaceOrView\n"
         "from labsupport.utils.python_arg_parser import PythonArgParser\n"
-        + GIVEN_HELPERS
     )
     names = []
     for name, overloads in _overloads(reg, "function").items():
