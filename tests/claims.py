@@ -1,0 +1,40 @@
+"""Claims the course makes about real PyTorch, each checked against an installed PyTorch 2.13.
+
+A notebook's markdown marks a sentence about PyTorch with an HTML comment right after it::
+
+    BackendSelect is in the default TLS include set. <!-- claim: nb02.backendselect_default_include -->
+
+and a test in ``tests/test_claims_nb02.py`` carries the same id::
+
+    @claim("nb02.backendselect_default_include")
+    def test_backendselect_default_include(torch_ref):
+        assert torch_ref._C._dispatch_tls_local_include_set().has(torch_ref._C.DispatchKey.BackendSelect)
+
+``tests/test_claims_index.py`` fails when a marked claim has no test, or a test names a claim that no
+notebook makes any more, so an author who edits one sees the other. The comment is invisible in the
+rendered notebook.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TypeVar
+
+F = TypeVar("F", bound=Callable[..., object])
+
+CLAIM_ID = r"nb\d\d\.[a-z0-9_]+"
+MARKER = re.compile(r"<!--\s*claim:\s*(" + CLAIM_ID + r")\s*-->")
+DECORATOR = re.compile(r"""@claim\(\s*["'](""" + CLAIM_ID + r""")["']\s*\)""")
+
+
+def claim(claim_id: str) -> Callable[[F], F]:
+    """Mark a test as the check of one notebook claim (the id in the notebook's ``<!-- claim: ... -->``)."""
+    if not re.fullmatch(CLAIM_ID, claim_id):
+        raise ValueError(f"claim ids look like 'nb02.some_name', not {claim_id!r}")
+
+    def mark(fn: F) -> F:
+        fn.claim_id = claim_id  # type: ignore[attr-defined]
+        return fn
+
+    return mark
