@@ -31,13 +31,31 @@ class CheckFailed(Exception):
 
 
 @dataclass(frozen=True)
+class Verdict:
+    """What the parent decides for one check: passed or not, a message,
+    and hints from gentle (a pointer to the notebook) to specific (never the answer's code)."""
+
+    passed: bool
+    message: str
+    hints: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Check:
-    """One graded check of an exercise."""
+    """One graded check of an exercise.
+
+    Old style: ``fn(ctx)`` runs in the worker. Two-part style: ``plan(rng)`` (parent) makes JSON inputs,
+    the observer function named ``observe`` (worker) returns JSON observations, ``decide(inputs,
+    observed)`` (parent) returns a ``Verdict``.
+    """
 
     number: str  # "4.2"
     name: str
     points: int
-    fn: Callable[[Context], str]
+    fn: Callable[[Context], str] | None = None
+    plan: Callable[[Any], Any] | None = None
+    observe: str = ""
+    decide: Callable[[Any, Any], Verdict] | None = None
 
 
 @dataclass
@@ -45,10 +63,11 @@ class Exercise:
     """An exercise: the learner's file, the notebook that teaches it, and its checks."""
 
     id: str  # "ex04"
-    number: int  # 4
+    number: int | str  # 4, or "4b"
     title: str
     filename: str  # "ex04_register.py"
     notebook: str  # "04 (registering operators)"
+    observer: str = ""  # two-part style: the worker-side module, "labsupport.grade.ex04b_fill_table.observe"
     checks: list[Check] = field(default_factory=list)
 
     @property
@@ -61,10 +80,26 @@ class Exercise:
         """Decorator: register ``fn`` as check ``number``."""
 
         def register(fn: Callable[[Context], str]) -> Callable[[Context], str]:
-            self.checks.append(Check(number, name, points, fn))
+            self.checks.append(Check(number, name, points, fn=fn))
             return fn
 
         return register
+
+    def add_check(
+        self,
+        number: str,
+        name: str,
+        points: int,
+        *,
+        plan: Callable[[Any], Any],
+        observe: str,
+        decide: Callable[[Any, Any], Verdict],
+    ) -> Check:
+        """Two-part check: ``plan(rng)`` and ``decide(inputs, observed)`` run in the parent, the observer
+        function ``observe`` in the sandboxed worker."""
+        check = Check(number, name, points, plan=plan, observe=observe, decide=decide)
+        self.checks.append(check)
+        return check
 
 
 class Context:

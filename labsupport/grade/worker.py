@@ -74,6 +74,7 @@ def run_check(check: Check, ctx: Context) -> dict[str, Any]:
     ctx.check = check
     result = CheckResult(check.number, check.name, check.points)
     try:
+        assert check.fn is not None
         message = check.fn(ctx)
     except CheckFailed as failure:
         result.message, result.hint = failure.message, failure.hint
