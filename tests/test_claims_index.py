@@ -21,7 +21,7 @@ def notebook_claims() -> dict[str, str]:
     return found
 
 
-def tested_claims() -> dict[str, str]:
+def claims_with_tests() -> dict[str, str]:
     """claim id -> test file, from the ``@claim("...")`` decorators in tests/test_claims_nb*.py."""
     found: dict[str, str] = {}
     for path in sorted((ROOT / "tests").glob("test_claims_nb*.py")):
@@ -32,12 +32,12 @@ def tested_claims() -> dict[str, str]:
 
 
 def test_every_marked_claim_has_a_test() -> None:
-    missing = {c: nb for c, nb in notebook_claims().items() if c not in tested_claims()}
+    missing = {c: nb for c, nb in notebook_claims().items() if c not in claims_with_tests()}
     assert not missing, f"claims marked in notebooks with no @claim test: {missing}"
 
 
 def test_every_claim_test_has_its_sentence() -> None:
-    orphans = {c: f for c, f in tested_claims().items() if c not in notebook_claims()}
+    orphans = {c: f for c, f in claims_with_tests().items() if c not in notebook_claims()}
     assert not orphans, f"@claim tests whose <!-- claim: --> marker is in no notebook: {orphans}"
 
 
