@@ -203,3 +203,20 @@ def test_at_cpu_add_header(torch_ref):
     assert "namespace cpu {" in text
     assert "TORCH_API at::Tensor add(const at::Tensor & self, const at::Tensor & other" in text
     assert "at::Tensor & add_out(at::Tensor & out," in text
+
+
+@claim("nb05.override_warning")
+def test_override_warning(torch_ref):
+    lib = torch_ref.library.Library("claims_nb05", "DEF")
+    try:
+        lib.define("neg2(Tensor self) -> Tensor")
+        lib.impl("neg2", lambda self: -self, "CPU")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            lib.impl("neg2", lambda self: self.neg(), "CPU")
+    finally:
+        lib._destroy()
+    assert any(
+        "Overriding a previously registered kernel for the same operator and the same dispatch key" in str(w.message)
+        for w in caught
+    )

@@ -159,3 +159,17 @@ def test_no_tensor_arguments_error(torch_ref, scratch_library):
         "There were no tensor arguments to this function (e.g., you passed an empty list of Tensors), "
         "but no fallback function is registered for schema claims_nb07::three."
     )
+
+
+@claim("nb07.per_backend_fallthrough")
+def test_per_backend_fallthrough(torch_ref, scratch_library):
+    lib = scratch_library("myadd(Tensor self, Tensor other) -> Tensor")
+    lib.impl("myadd", lambda a, b: a.detach() + b.detach(), "CPU")
+    lib.impl("myadd", lambda a, b: torch_ref.empty_like(a.detach()), "Meta")
+    x = torch_ref.ones(2, requires_grad=True)
+    m = torch_ref.ones(2, device="meta", requires_grad=True)
+    assert torch_ref.ops.claims_nb07.myadd(x, x).grad_fn.name() == "torch::autograd::WarnNotImplemented"
+    lib.impl("myadd", torch_ref.library.fallthrough_kernel, "AutogradCPU")
+    assert torch_ref.ops.claims_nb07.myadd(x, x).grad_fn is None
+    assert torch_ref.ops.claims_nb07.myadd(m, m).grad_fn.name() == "torch::autograd::WarnNotImplemented"
+    assert table(torch_ref, "claims_nb07::myadd")["AutogradCPU"].startswith("fallthrough registered at ")

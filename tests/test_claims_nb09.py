@@ -39,3 +39,16 @@ def test_manual_cpp_binding_metadata(torch_ref):
     assert {"dim", "size.int", "numel", "stride.int"} <= manual
     x = torch_ref.ones(2)
     assert profiled(torch_ref, lambda: (x.dim(), x.size(0), x.numel(), x.stride(0))) == {}
+
+
+@claim("nb09.ceanf_for_structured")
+def test_ceanf_for_structured(torch_ref):
+    import torchgen
+    import yaml
+
+    path = pathlib.Path(torchgen.__file__).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
+    entries = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    delegating = [e["func"].split("(")[0] for e in entries if e.get("structured_delegate")]
+    assert len(delegating) == 385
+    for name in delegating:
+        assert "CompositeExplicitAutogradNonFunctional[alias]" in torch_ref._C._dispatch_dump("aten::" + name), name
