@@ -14,6 +14,20 @@ import pytest
 from claims import claim
 
 
+def torch_213():
+    """The installed PyTorch if it is the 2.13 these claims are about, else a skip."""
+    torch = pytest.importorskip("torch")
+    if not torch.__version__.startswith("2.13."):
+        pytest.skip(f"the course's claims are about PyTorch 2.13, this is {torch.__version__}")
+    return torch
+
+
+@pytest.fixture
+def torch_ref():
+    """conftest's ``torch_ref``, restricted to PyTorch 2.13."""
+    return torch_213()
+
+
 def packaged(torch_ref, *parts: str) -> pathlib.Path:
     """A file of the torchgen copy that ships with the installed PyTorch."""
     import torchgen
@@ -25,7 +39,7 @@ def packaged(torch_ref, *parts: str) -> pathlib.Path:
 def native_yaml() -> list[dict]:
     import yaml
 
-    torch_ref = pytest.importorskip("torch")
+    torch_ref = torch_213()
     text = packaged(torch_ref, "packaged", "ATen", "native", "native_functions.yaml").read_text()
     return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
@@ -147,7 +161,7 @@ def add_cpu_text() -> str:
     from torchgen.selective_build.selector import SelectiveBuilder
     from torchgen.utils import Target
 
-    torch_ref = pytest.importorskip("torch")
+    torch_ref = torch_213()
     folder = packaged(torch_ref, "packaged", "ATen", "native")
     parsed = parse_native_yaml(str(folder / "native_functions.yaml"), str(folder / "tags.yaml"))
     (group,) = [

@@ -12,6 +12,20 @@ import pytest
 from claims import claim
 
 
+def torch_213():
+    """The installed PyTorch if it is the 2.13 these claims are about, else a skip."""
+    torch = pytest.importorskip("torch")
+    if not torch.__version__.startswith("2.13."):
+        pytest.skip(f"the course's claims are about PyTorch 2.13, this is {torch.__version__}")
+    return torch
+
+
+@pytest.fixture
+def torch_ref():
+    """conftest's ``torch_ref``, restricted to PyTorch 2.13."""
+    return torch_213()
+
+
 def header(torch_ref, name: str) -> str:
     return (pathlib.Path(torch_ref.__file__).parent / "include" / "ATen" / name).read_text()
 
@@ -19,7 +33,7 @@ def header(torch_ref, name: str) -> str:
 @pytest.fixture(scope="module")
 def add_group():
     """torchgen's model of the add group, and the parsed yaml it came from."""
-    pytest.importorskip("torch")
+    torch_213()
     import torchgen
     from torchgen.gen import get_grouped_native_functions, parse_native_yaml
     from torchgen.model import NativeFunctionsGroup
