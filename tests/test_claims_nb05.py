@@ -234,3 +234,24 @@ def test_override_warning(torch_ref):
         "Overriding a previously registered kernel for the same operator and the same dispatch key" in str(w.message)
         for w in caught
     )
+
+
+@claim("nb05.ops_handle_created_once")
+def test_ops_handle_created_once(torch_ref):
+    import inspect
+
+    from torchgen.gen import ComputeOperators
+
+    source = inspect.getsource(ComputeOperators)
+    assert "static C10_NOINLINE c10::TypedOperatorHandle<{name}::schema> create_{name}_typed_handle()" in source
+    assert "static auto op = create_{name}_typed_handle();" in source
+
+
+@claim("nb05.below_ad_inplace_guard")
+def test_below_ad_inplace_guard(torch_ref):
+    header = pathlib.Path(torch_ref.__file__).parent / "include" / "ATen" / "core" / "LegacyTypeDispatch.h"
+    text = header.read_text()
+    struct = text[text.index("struct TORCH_API AutoDispatchBelowADInplaceOrView") :]
+    struct = struct[: struct.index("};")]
+    assert "c10::impl::ExcludeDispatchKeyGuard dispatch_key_guard_;" in struct
+    assert "dispatch_key_guard_(c10::autograd_dispatch_keyset_with_ADInplaceOrView)" in struct
