@@ -1,0 +1,257 @@
+"""Claims notebook 05 (codegen) makes about PyTorch 2.13, checked against the installed wheel.
+
+Each test carries the id of a ``<!-- claim: ... -->`` marker in the notebook (see ``claims.py``).
+The yaml files and generators come from the ``torchgen`` package shipped inside the wheel.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import warnings
+
+import pytest
+from claims import claim
+
+
+def torch_213():
+    """The installed PyTorch if it is the 2.13 these claims are about, else a skip."""
+    torch = pytest.importorskip("torch")
+    if not torch.__version__.startswith("2.13."):
+        pytest.skip(f"the course's claims are about PyTorch 2.13, this is {torch.__version__}")
+    return torch
+
+
+@pytest.fixture
+def torch_ref():
+    """conftest's ``torch_ref``, restricted to PyTorch 2.13."""
+    return torch_213()
+
+
+def packaged(torch_ref, *parts: str) -> pathlib.Path:
+    """A file of the torchgen copy that ships with the installed PyTorch."""
+    import torchgen
+
+    return pathlib.Path(torchgen.__file__).parent.joinpath(*parts)
+
+
+@pytest.fixture(scope="module")
+def native_yaml() -> list[dict]:
+    import yaml
+
+    torch_ref = torch_213()
+    text = packaged(torch_ref, "packaged", "ATen", "native", "native_functions.yaml").read_text()
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def entry(entries: list[dict], name: str) -> dict:
+    (found,) = [e for e in entries if e["func"].split("(")[0] == name]
+    return found
+
+
+def dump_lines(torch_ref, op: str) -> list[str]:
+    return torch_ref._C._dispatch_dump(op).splitlines()
+
+
+@claim("nb05.native_functions_size")
+def test_native_functions_size(torch_ref, native_yaml):
+    from torchgen.gen import parse_native_yaml
+
+    assert len(native_yaml) == 2584
+    folder = packaged(torch_ref, "packaged", "ATen", "native")
+    parsed = parse_native_yaml(str(folder / "native_functions.yaml"), str(folder / "tags.yaml"))
+    assert len(parsed.native_functions) == 3101
+
+
+@claim("nb05.add_out_entry")
+def test_add_out_entry(native_yaml):
+    add_out = entry(native_yaml, "add.out")
+    assert add_out["structured"] is True and add_out["structured_inherits"] == "TensorIteratorBase"
+    assert "ufunc_inner_loop" in add_out
+    keys = {k.strip() for group in add_out["dispatch"] for k in group.split(",")}
+    assert {"SparseCPU", "MkldnnCPU", "MPS"} <= keys
+    # the functional and in-place entries delegate to it
+    assert entry(native_yaml, "add.Tensor")["structured_delegate"] == "add.out"
+    assert entry(native_yaml, "add_.Tensor")["structured_delegate"] == "add.out"
+    assert entry(native_yaml, "add_.Tensor")["variants"] == "method"
+
+
+@claim("nb05.binding_checks_torch_function")
+def test_binding_checks_torch_function(torch_ref):
+    seen = []
+
+    class Spy(torch_ref.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return "intercepted"
+
+    t = torch_ref.tensor([1.0]).as_subclass(Spy)
+    assert torch_ref.add(t, t) == "intercepted"
+    assert seen == [torch_ref.add]
+
+
+@claim("nb05.binding_releases_gil")
+def test_binding_releases_gil(torch_ref):
+    generator = packaged(torch_ref, "packaged", "autograd", "gen_python_functions.py").read_text()
+    assert "pybind11::gil_scoped_release no_gil;" in generator
+
+
+@claim("nb05.binding_error_messages")
+def test_binding_error_messages(torch_ref):
+    a = torch_ref.tensor([1.0, 2.0])
+    with pytest.raises(TypeError) as e:
+        torch_ref.add(a, "x")
+    assert str(e.value) == "add(): argument 'other' (position 2) must be Tensor, not str"
+    with pytest.raises(TypeError) as e:
+        torch_ref.sum(a, "x")
+    assert str(e.value) == (
+        "sum() received an invalid combination of arguments - got (Tensor, str), but expected one of:\n"
+        " * (Tensor input, *, torch.dtype dtype = None)\n"
+        " * (Tensor input, tuple of ints dim, bool keepdim = False, *, torch.dtype dtype = None, Tensor out = None)\n"
+    )
+
+
+@claim("nb05.deprecated_add_signature")
+def test_deprecated_add_signature(torch_ref):
+    a, b = torch_ref.tensor([1.0, 2.0]), torch_ref.tensor([10.0, 20.0])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = torch_ref.add(a, 2, b)
+    assert result.tolist() == [21.0, 42.0]
+    assert any("This overload of add is deprecated" in str(w.message) for w in caught)
+
+
+@claim("nb05.variable_type_autograd_alias")
+def test_variable_type_autograd_alias(torch_ref):
+    (line,) = [x for x in dump_lines(torch_ref, "aten::add.Tensor") if x.startswith("Autograd[alias]:")]
+    assert "torch/csrc/autograd/generated/VariableType_" in line
+
+
+@claim("nb05.add_derivatives_entry")
+def test_add_derivatives_entry(torch_ref):
+    import yaml
+
+    text = packaged(torch_ref, "packaged", "autograd", "derivatives.yaml").read_text()
+    entries = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    (add,) = [e for e in entries if e["name"].startswith("add.Tensor(")]
+    assert add["self"] == "handle_r_to_c(self.scalar_type(), grad)"
+    assert add["other"] == "handle_r_to_c(other.scalar_type(), maybe_multiply(grad, alpha.conj()))"
+    assert add["result"] == "self_t + maybe_multiply(other_t, alpha)"
+
+
+@claim("nb05.adinplaceorview_kernels")
+def test_adinplaceorview_kernels(torch_ref):
+    def has_kernel(op: str) -> bool:
+        return any(x.startswith("ADInplaceOrView:") for x in dump_lines(torch_ref, op))
+
+    assert not has_kernel("aten::add.Tensor")
+    assert has_kernel("aten::add_.Tensor")
+    assert has_kernel("aten::add.out")
+    table = torch_ref._C._dispatch_dump_table("aten::add.Tensor")
+    assert re.search(r"^ADInplaceOrView: fallthrough registered at .*\[backend fallback\]$", table, re.M)
+
+
+@pytest.fixture(scope="module")
+def add_cpu_text() -> str:
+    """What torchgen writes into RegisterCPU.cpp for add.Tensor: the variant class and its wrapper."""
+    from torchgen.dest.register_dispatch_key import StructuredRegisterDispatchKey
+    from torchgen.gen import get_grouped_native_functions, parse_native_yaml
+    from torchgen.model import DispatchKey, NativeFunctionsGroup
+    from torchgen.selective_build.selector import SelectiveBuilder
+    from torchgen.utils import Target
+
+    torch_ref = torch_213()
+    folder = packaged(torch_ref, "packaged", "ATen", "native")
+    parsed = parse_native_yaml(str(folder / "native_functions.yaml"), str(folder / "tags.yaml"))
+    (group,) = [
+        g
+        for g in get_grouped_native_functions(parsed.native_functions)
+        if isinstance(g, NativeFunctionsGroup) and str(g.out.func.name) == "add.out"
+    ]
+    gen = StructuredRegisterDispatchKey(
+        parsed.backend_indices[DispatchKey.CPU],
+        Target.ANONYMOUS_DEFINITION,
+        SelectiveBuilder.get_nop_selector(),
+        rocm=False,
+        symint=False,
+        class_method_name=None,
+        skip_dispatcher_op_registration=False,
+        g=group,
+    )
+    return gen.gen_one(group.functional)
+
+
+@claim("nb05.cpu_wrapper_names")
+def test_cpu_wrapper_names(torch_ref, add_cpu_text):
+    assert "struct structured_ufunc_add_CPU_functional final : public at::native::structured_ufunc_add_CPU" in add_cpu_text
+    assert "at::Tensor wrapper_CPU_add_Tensor(" in add_cpu_text
+    # anonymous definitions: RegisterDispatchKey puts them in `namespace {` inside namespace at
+    source = packaged(torch_ref, "dest", "register_dispatch_key.py").read_text()
+    assert "}} // anonymous namespace" in source
+    cpu = [x for x in dump_lines(torch_ref, "aten::add.Tensor") if x.startswith("CPU:")]
+    assert cpu and "build/aten/src/ATen/RegisterCPU_" in cpu[0]
+
+
+@claim("nb05.backend_select_registrations")
+def test_backend_select_registrations(torch_ref):
+    regs = sorted(torch_ref._C._dispatch_get_registrations_for_dispatch_key("BackendSelect"))
+    assert len(regs) == 94
+    assert len([r for r in regs if r.startswith("aten::")]) == 81
+    with_tensor = []
+    for r in regs:
+        name, _, overload = r.partition(".")
+        schema = torch_ref._C._get_schema(name, overload)
+        if any("Tensor" in str(a.type) for a in schema.arguments):
+            with_tensor.append(r)
+    assert len(with_tensor) == 30
+    assert {"aten::_to_copy", "aten::to.dtype_layout"} <= set(with_tensor)
+    assert {"aten::randn", "aten::empty.memory_format", "aten::zeros", "aten::ones"} <= set(regs)
+    assert "aten::add.Tensor" not in regs
+
+
+@claim("nb05.at_cpu_add_header")
+def test_at_cpu_add_header(torch_ref):
+    header = pathlib.Path(torch_ref.__file__).parent / "include" / "ATen" / "ops" / "add_cpu_dispatch.h"
+    text = header.read_text()
+    assert "namespace cpu {" in text
+    assert "TORCH_API at::Tensor add(const at::Tensor & self, const at::Tensor & other" in text
+    assert "at::Tensor & add_out(at::Tensor & out," in text
+
+
+@claim("nb05.override_warning")
+def test_override_warning(torch_ref):
+    lib = torch_ref.library.Library("claims_nb05", "DEF")
+    try:
+        lib.define("neg2(Tensor self) -> Tensor")
+        lib.impl("neg2", lambda self: -self, "CPU")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            lib.impl("neg2", lambda self: self.neg(), "CPU")
+    finally:
+        lib._destroy()
+    assert any(
+        "Overriding a previously registered kernel for the same operator and the same dispatch key" in str(w.message)
+        for w in caught
+    )
+
+
+@claim("nb05.ops_handle_created_once")
+def test_ops_handle_created_once(torch_ref):
+    import inspect
+
+    from torchgen.gen import ComputeOperators
+
+    source = inspect.getsource(ComputeOperators)
+    assert "static C10_NOINLINE c10::TypedOperatorHandle<{name}::schema> create_{name}_typed_handle()" in source
+    assert "static auto op = create_{name}_typed_handle();" in source
+
+
+@claim("nb05.below_ad_inplace_guard")
+def test_below_ad_inplace_guard(torch_ref):
+    header = pathlib.Path(torch_ref.__file__).parent / "include" / "ATen" / "core" / "LegacyTypeDispatch.h"
+    text = header.read_text()
+    struct = text[text.index("struct TORCH_API AutoDispatchBelowADInplaceOrView") :]
+    struct = struct[: struct.index("};")]
+    assert "c10::impl::ExcludeDispatchKeyGuard dispatch_key_guard_;" in struct
+    assert "dispatch_key_guard_(c10::autograd_dispatch_keyset_with_ADInplaceOrView)" in struct
