@@ -69,7 +69,7 @@ def test_tensor_key_sets_match(name):
 
 
 def test_inference_tensor_key_set_matches_the_labs_constant():
-    """The lab creates no inference tensors (no public inference mode); the key set it keeps for them
+    """The key set the lab gives a tensor made under ``torch.inference_mode()``
     (``compute_key_set(device, inference=True)``) is what PyTorch gives one."""
     with torch.inference_mode():
         real = torch.tensor([1.0, 2.0])
