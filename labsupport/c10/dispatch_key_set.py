@@ -1,6 +1,6 @@
 """DispatchKeySet: a 64-bit set of functionality bits crossed with backend-component bits.
 
-Stands for ``c10/core/DispatchKeySet.h`` (PyTorch 2.x layout):
+Stands for ``c10/core/DispatchKeySet.h`` (the layout PyTorch has used since early 2022, 2.13's numbering):
 
 * bits 0..15  -- backend components (CPU = bit 0 ... Meta = bit 15)
 * bits 16..61 -- functionality keys 1..46 (Dense = bit 16 ... PythonDispatcher = bit 61)
