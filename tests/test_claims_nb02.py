@@ -226,3 +226,21 @@ def test_zeros_backendselect(torch_ref):
     assert len(backend_select) == 1 and backend_select[0].endswith("[kernel]")
     assert "RegisterBackendSelect.cpp" in backend_select[0]
     assert repr(call_key_set(torch_ref, "aten::zeros")) == "DispatchKeySet(BackendSelect)"
+
+
+@claim("nb02.default_included_set_header")
+def test_backendselect_is_in_the_default_included_set(torch_ref):
+    import pathlib
+
+    header = (pathlib.Path(torch_ref.__file__).parent / "include" / "c10" / "core" / "DispatchKeySet.h").read_text()
+    block = re.search(r"default_included_set = DispatchKeySet\(\{(.*?)\}\);", header, re.DOTALL)
+    assert block is not None
+    assert re.findall(r"DispatchKey::(\w+)", block.group(1)) == ["BackendSelect", "ADInplaceOrView"]
+    # what a fresh thread sees is exactly that set: the TLS stores differences from the defaults
+    import threading
+
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(str(torch_ref._C._dispatch_tls_local_include_set())))
+    worker.start()
+    worker.join()
+    assert seen == ["DispatchKeySet(BackendSelect, ADInplaceOrView)"]

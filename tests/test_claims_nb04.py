@@ -302,3 +302,21 @@ def test_override_warns_and_lists_the_old_kernel_inactive(torch_ref, library):
     dump = torch_ref._C._dispatch_dump("claims04i::myadd").splitlines()
     assert sum(line.startswith("CPU: ") for line in dump) == 1
     assert sum(line.startswith("CPU (inactive): ") for line in dump) == 1
+
+
+@claim("nb04.auto_non_variable_type_mode")
+def test_auto_non_variable_type_mode_is_deprecated_and_excludes_autograd(torch_ref):
+    import pathlib
+
+    header = pathlib.Path(torch_ref.__file__).parent / "include" / "ATen" / "core" / "LegacyTypeDispatch.h"
+    text = header.read_text()
+
+    def body(struct: str) -> str:
+        start = text.index(f"struct TORCH_API {struct} {{")
+        return text[start : text.index("};", start)]
+
+    old, below = body("AutoNonVariableTypeMode"), body("AutoDispatchBelowAutograd")
+    assert "autograd_guard_(c10::autograd_dispatch_keyset)" in old  # the same exclusion ...
+    assert "autograd_guard_(c10::autograd_dispatch_keyset)" in below
+    assert "TORCH_WARN_ONCE" in old and "is deprecated" in old  # ... with a one-time warning
+    assert "AutoDispatchBelowADInplaceOrView" in old and "c10::InferenceMode" in old
