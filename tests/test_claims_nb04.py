@@ -320,3 +320,12 @@ def test_auto_non_variable_type_mode_is_deprecated_and_excludes_autograd(torch_r
     assert "autograd_guard_(c10::autograd_dispatch_keyset)" in below
     assert "TORCH_WARN_ONCE" in old and "is deprecated" in old  # ... with a one-time warning
     assert "AutoDispatchBelowADInplaceOrView" in old and "c10::InferenceMode" in old
+
+
+@claim("nb04.keyless_impl_is_cia")
+def test_a_kernel_without_a_key_goes_to_composite_implicit_autograd(torch_ref, library):
+    lib = define(library, "claims04j")
+    lib.impl("myadd", lambda a, b: a + b)  # no dispatch key
+    dump = torch_ref._C._dispatch_dump("claims04j::myadd").splitlines()
+    assert [line.split(":")[0] for line in dump[4:] if line] == ["CompositeImplicitAutograd[alias]"]
+    assert table_rows(torch_ref, "claims04j::myadd")["CPU"].endswith("[math kernel]")
