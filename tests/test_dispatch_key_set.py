@@ -127,3 +127,56 @@ def test_full_after_agrees_with_pytorch(torch_ref):
     assert int(dks.after_autograd_keyset) == ref.raw_repr()
     ref = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.ADInplaceOrView)
     assert int(dks.after_ADInplaceOrView_keyset) == ref.raw_repr()
+
+
+# ---- the compact view (a reading aid; repr stays PyTorch's) ----
+
+DEFAULT_EXCLUDE = DispatchKeySet(
+    f"Autocast{backend}"
+    for backend in ("CPU", "MTIA", "MAIA", "XPU", "IPU", "HPU", "XLA", "MPS", "CUDA", "PrivateUse1")
+)
+
+
+def test_compact_folds_all_ten_autocast_keys_and_repr_is_unchanged():
+    assert repr(DEFAULT_EXCLUDE).count("Autocast") == 10  # repr is still PyTorch's full text
+    assert DEFAULT_EXCLUDE.compact() == "DispatchKeySet(Autocast{all 10})"
+    with_autograd = DEFAULT_EXCLUDE | DispatchKeySet([K.AutogradOther, K.AutogradNestedTensor])
+    assert with_autograd.compact() == "DispatchKeySet(AutogradOther, AutogradNestedTensor, Autocast{all 10})"
+
+
+def test_compact_names_what_is_missing_from_a_large_subset():
+    assert (DEFAULT_EXCLUDE - DispatchKeySet(K.AutocastCPU)).compact() == "DispatchKeySet(Autocast{all but CPU})"
+    two_off = DEFAULT_EXCLUDE - DispatchKeySet([K.AutocastCPU, K.AutocastCUDA])
+    assert two_off.compact() == "DispatchKeySet(Autocast{all but CPU,CUDA})"
+
+
+def test_compact_lists_a_small_subset_in_priority_order_and_keeps_its_place():
+    ks = DispatchKeySet([K.CPU, K.CUDA, K.AutogradCPU, K.AutocastCUDA, K.AutocastCPU, K.FuncTorchBatched])
+    assert ks.compact() == "DispatchKeySet(CPU, CUDA, AutogradCPU, AutogradCUDA, Autocast{CPU,CUDA}, FuncTorchBatched)"
+
+
+def test_compact_equals_repr_without_two_autocast_keys():
+    for ks in (
+        DispatchKeySet(),
+        DispatchKeySet([K.CPU, K.ADInplaceOrView, K.AutogradCPU, K.AutocastCPU]),
+        DispatchKeySet([K.Meta, K.ADInplaceOrView, K.AutogradMeta]),
+        DispatchKeySet([K.BackendSelect, K.ADInplaceOrView]),
+    ):
+        assert ks.compact() == repr(ks)
+
+
+def test_compact_agrees_with_repr_on_random_sets():
+    rng = random.Random(11)
+    autocast = {key.name for key in dks.AUTOCAST_KEYS}
+    for _ in range(300):
+        ks = DispatchKeySet.from_raw(rng.getrandbits(62))
+        full = [key.name for key in ks]
+        short = ks.compact().removeprefix("DispatchKeySet(").removesuffix(")")
+        items = short.split(", ") if short else []
+        kept = [name for name in full if name not in autocast]
+        n_autocast = sum(name in autocast for name in full)
+        if n_autocast < 2:
+            assert items == full
+        else:
+            assert [item for item in items if not item.startswith("Autocast{")] == kept
+            assert sum(item.startswith("Autocast{") for item in items) == 1

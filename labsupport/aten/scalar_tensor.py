@@ -1,9 +1,10 @@
 """Python numbers as tensors: ``scalar_to_tensor`` plus the "wrapped number" flag.
 
 Stands for ``ATen/ScalarOps.h`` (``scalar_to_tensor``) and ``TensorImpl::set_wrapped_number``. When a
-Python number meets a Tensor parameter (``torch.add(x, 2)``), the binding wraps it as a 0-dim CPU
-tensor of dtype int64, float64 or bool; the wrapped-number flag puts it in the lowest type-promotion
-tier, so ``float32_tensor + 2.5`` stays float32.
+Python number meets a Tensor parameter of an operator whose binding allows it (``torch.add(x, 2)``;
+in PyTorch only add, sub, mul, div and a few relatives: ``torch._C._should_allow_numbers_as_tensors``),
+the binding wraps it as a 0-dim CPU tensor of dtype int64, float64 or bool; the wrapped-number flag
+puts it in the lowest type-promotion tier, so ``float32_tensor + 2.5`` stays float32.
 """
 
 from __future__ import annotations

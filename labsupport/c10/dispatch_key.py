@@ -1,10 +1,11 @@
 """Dispatch keys and backend components, numbered exactly as in PyTorch 2.13.
 
 Stands for ``c10/core/DispatchKey.h``. A dispatch key names one *functionality* an operator can
-have a kernel for (autograd, autocast, a backend, ...). In PyTorch 2.x a key set stores two kinds of
-bits: one bit per functionality and one bit per backend component. Six functionalities are
-"per-backend" (Dense, Quantized, Sparse, SparseCsr, NestedTensor, AutogradFunctionality): the runtime
-key ``AutogradCPU`` is the pair (AutogradFunctionality, CPUBit), ``CPU`` is (Dense, CPUBit).
+have a kernel for (autograd, autocast, a backend, ...). Since early 2022 (before PyTorch 2.0) a key
+set stores two kinds of bits: one bit per functionality and one bit per backend component. Six
+functionalities are "per-backend" (Dense, Quantized, Sparse, SparseCsr, NestedTensor,
+AutogradFunctionality): the runtime key ``AutogradCPU`` is the pair (AutogradFunctionality, CPUBit),
+``CPU`` is (Dense, CPUBit).
 
 The enum values below are PyTorch's own, so ``DispatchKey.CPU.value == 49`` as in C++.
 """

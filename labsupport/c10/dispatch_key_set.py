@@ -1,6 +1,6 @@
 """DispatchKeySet: a 64-bit set of functionality bits crossed with backend-component bits.
 
-Stands for ``c10/core/DispatchKeySet.h`` (PyTorch 2.x layout):
+Stands for ``c10/core/DispatchKeySet.h`` (the layout PyTorch has used since early 2022, 2.13's numbering):
 
 * bits 0..15  -- backend components (CPU = bit 0 ... Meta = bit 15)
 * bits 16..61 -- functionality keys 1..46 (Dense = bit 16 ... PythonDispatcher = bit 61)
@@ -196,6 +196,17 @@ class DispatchKeySet(int):
 
     __str__ = __repr__
 
+    def compact(self) -> str:
+        """A short form for reading, not PyTorch's: the Autocast keys folded into one item.
+
+        ``repr(ks)`` is exactly what PyTorch prints; ``ks.compact()`` writes the same keys in the same
+        order but folds two or more Autocast keys into ``Autocast{...}``: ``Autocast{all 10}``,
+        ``Autocast{all but CPU}`` (the exclude set inside ``torch.autocast("cpu")``) or a list such as
+        ``Autocast{CPU,CUDA}``. A single Autocast key is left as it is. (``Autocast`` alone is also
+        C++'s old name for ``AutocastCUDA``; in ``Autocast{...}`` it only names the family.)
+        """
+        return compact_repr(int(self))
+
     def _repr_html_(self) -> str:
         from labsupport.tools.keyset_view import keyset_html
 
@@ -245,6 +256,35 @@ def keys_of(raw: int) -> tuple[DispatchKey, ...]:
     if len(_KEYS_CACHE) < 4096:
         _KEYS_CACHE[raw] = result
     return result
+
+
+AUTOCAST_KEYS: tuple[DispatchKey, ...] = tuple(
+    DispatchKey[name] for name in FUNCTIONALITIES if name.startswith("Autocast")
+)  # the ten Autocast<Backend> functionality keys, lowest priority first
+
+
+def compact_repr(raw: int) -> str:
+    """``DispatchKeySet.compact()`` on a raw set: PyTorch's printed form with the Autocast keys folded."""
+    keys = keys_of(raw)
+    autocast = [key for key in keys if key in AUTOCAST_KEYS]
+    if len(autocast) < 2:
+        return "DispatchKeySet(" + ", ".join(key.name for key in keys) + ")"
+    present = [key.name.removeprefix("Autocast") for key in autocast]
+    if len(autocast) == len(AUTOCAST_KEYS):
+        folded = f"Autocast{{all {len(AUTOCAST_KEYS)}}}"
+    elif 2 * len(autocast) > len(AUTOCAST_KEYS):
+        missing = [key.name.removeprefix("Autocast") for key in AUTOCAST_KEYS if key not in autocast]
+        folded = "Autocast{all but " + ",".join(missing) + "}"
+    else:
+        folded = "Autocast{" + ",".join(present) + "}"
+    names: list[str] = []
+    for key in keys:
+        if key in AUTOCAST_KEYS:
+            if key is autocast[0]:
+                names.append(folded)  # the Autocast bits are contiguous, so the family keeps its place
+        else:
+            names.append(key.name)
+    return "DispatchKeySet(" + ", ".join(names) + ")"
 
 
 _START_OF: dict[int, DispatchKey] = {

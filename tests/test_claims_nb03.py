@@ -1,0 +1,58 @@
+"""Claims of notebook 03 (walk torch.add) about PyTorch 2.13, checked against an installed PyTorch."""
+
+from __future__ import annotations
+
+import pytest
+from claims import claim
+from test_claims_nb02 import call_key_set, highest
+
+
+@claim("nb03.torch_function_override")
+def test_binding_hands_the_call_to_torch_function(torch_ref):
+    calls = []
+
+    class Logged(torch_ref.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            calls.append(func.__name__)
+            return "handled by __torch_function__"
+
+    a = torch_ref.ones(2).as_subclass(Logged)
+    assert torch_ref.add(a, torch_ref.ones(2)) == "handled by __torch_function__"
+    assert calls == ["add"]
+
+
+@claim("nb03.wrapped_number")
+def test_wrapped_numbers(torch_ref):
+    assert torch_ref._C._should_allow_numbers_as_tensors("add")
+    assert not torch_ref._C._should_allow_numbers_as_tensors("atan2")
+    with pytest.raises(TypeError, match="must be Tensor, not int"):
+        torch_ref.atan2(torch_ref.ones(2), 2)
+    assert torch_ref.add(torch_ref.tensor([1, 1]), 2).dtype == torch_ref.int64
+    assert torch_ref.add(torch_ref.tensor([1.0], dtype=torch_ref.float32), 2.5).dtype == torch_ref.float32
+
+
+@claim("nb03.forward_ad")
+def test_forward_mode_ad_through_add(torch_ref):
+    import torch.autograd.forward_ad as fwAD
+
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(torch_ref.tensor([1.0, 2.0]), torch_ref.tensor([1.0, 3.0]))
+        out = torch_ref.add(dual, torch_ref.tensor([5.0, 5.0]), alpha=2)
+        assert fwAD.unpack_dual(out).tangent.tolist() == [1.0, 3.0]
+
+
+@claim("nb03.redispatch_not_profiled")
+def test_one_profiler_event_for_add(torch_ref):
+    x = torch_ref.ones(2, requires_grad=True)
+    y = torch_ref.ones(2)
+    with torch_ref.profiler.profile() as prof:
+        torch_ref.add(x, y)
+    assert [event.name for event in prof.events()] == ["aten::add"]
+
+
+@claim("nb03.meta_keyset")
+def test_meta_add_keyset(torch_ref):
+    m = torch_ref.empty(2, 3, device="meta")
+    ks = call_key_set(torch_ref, "aten::add.Tensor", m, m)
+    assert repr(ks) == "DispatchKeySet(Meta, AutogradMeta)" and highest(torch_ref, ks) == "AutogradMeta"

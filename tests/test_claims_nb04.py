@@ -1,0 +1,331 @@
+"""Claims of notebook 04 (registering operators) about PyTorch 2.13, checked against an installed PyTorch."""
+
+from __future__ import annotations
+
+import gc
+import re
+import warnings
+
+import pytest
+from claims import claim
+from test_claims_nb02 import torch_key
+
+import labsupport as lab
+import labsupport.torch as lab_torch
+from labsupport.c10.dispatch_key_set import RUNTIME_KEYS, runtime_keys_of_alias
+
+
+@pytest.fixture
+def library(torch_ref):
+    """A fresh torch.library namespace per test, dropped afterwards."""
+    made = []
+
+    def make(ns: str, kind: str = "DEF", *args):
+        lib = torch_ref.library.Library(ns, kind, *args)
+        made.append(lib)
+        return lib
+
+    yield make
+    for lib in reversed(made):
+        lib._destroy()
+
+
+def table_rows(torch_ref, op: str) -> dict[str, str]:
+    """``_dispatch_dump_table`` as {key: rest of the line}, with the build path prefix removed."""
+    rows = {}
+    for line in torch_ref._C._dispatch_dump_table(op).splitlines():
+        key, _, rest = line.partition(": ")
+        rows[key] = re.sub(r"/\S*?/pytorch/pytorch/", "", rest)
+    return rows
+
+
+def define(library, ns: str, schema: str = "myadd(Tensor self, Tensor other) -> Tensor"):
+    lib = library(ns)
+    lib.define(schema)
+    return lib
+
+
+@claim("nb04.only_available_backends")
+def test_only_available_for_these_backends(torch_ref, library):
+    define(library, "claims04a")
+    with pytest.raises(NotImplementedError) as torch_error:
+        torch_ref.ops.claims04a.myadd(torch_ref.ones(2), torch_ref.ones(2))
+    torch_keys = re.search(r"only available for these backends: \[(.*?)\]", str(torch_error.value)).group(1)
+
+    with lab.Library("claims04a", "DEF") as lab_lib:
+        lab_lib.define("myadd(Tensor self, Tensor other) -> Tensor")
+        with pytest.raises(NotImplementedError) as lab_error:
+            lab.ops.claims04a.myadd(lab_torch.ones(2), lab_torch.ones(2))
+    lab_keys = re.search(r"only available for these backends: \[(.*?)\]", str(lab_error.value)).group(1)
+    assert torch_keys == lab_keys
+    assert len(torch_keys.split(", ")) == 38
+    assert str(torch_error.value).startswith("Could not run 'claims04a::myadd' with arguments from the 'CPU' backend.")
+
+
+@claim("nb04.meta_fallback_message")
+def test_meta_fallback_message(torch_ref, library):
+    lib = define(library, "claims04b")
+    lib.impl("myadd", lambda a, b: a + b, "CPU")
+    meta = torch_ref.empty(2, device="meta")
+    with pytest.raises(NotImplementedError, match="there was no fake impl or Meta kernel registered"):
+        torch_ref.ops.claims04b.myadd(meta, meta)
+
+
+@claim("nb04.python_kernel_dump")
+def test_python_kernel_is_listed_boxed_only(torch_ref, library):
+    lib = define(library, "claims04c")
+    lib.impl("myadd", lambda a, b: a + b, "CPU")
+    cpu_line = [
+        line for line in torch_ref._C._dispatch_dump("claims04c::myadd").splitlines() if line.startswith("CPU:")
+    ]
+    assert len(cpu_line) == 1 and cpu_line[0].endswith(":: (none) [ boxed ]")
+
+
+@claim("nb04.custom_op_rows")
+def test_rows_of_a_cpu_only_operator(torch_ref, library):
+    lib = define(library, "claims04d")
+    lib.impl("myadd", lambda a, b: a + b, "CPU")
+    rows = table_rows(torch_ref, "claims04d::myadd")
+    # the rows notebook 04 prints for myadd (section 3)
+    assert (
+        rows["ADInplaceOrView"]
+        == "fallthrough registered at aten/src/ATen/core/VariableFallbackKernel.cpp:103 [backend fallback]"
+    )
+    assert rows["AutogradCPU"] == "registered at aten/src/ATen/core/VariableFallbackKernel.cpp:66 [backend fallback]"
+    assert rows["AutocastCPU"] == "fallthrough registered at aten/src/ATen/autocast_mode.cpp:330 [backend fallback]"
+    assert rows["CPU"].endswith("[kernel]") and "CUDA" not in rows
+
+
+@claim("nb04.autograd_fallback_warns")
+def test_default_autograd_fallback_warns(torch_ref, library):
+    assert torch_ref._C._get_autograd_fallback_mode() == "warn"
+    lib = define(library, "claims04e")
+    lib.impl("myadd", lambda a, b: a.detach() + b.detach(), "CPU")
+    x = torch_ref.ones(3, requires_grad=True)
+    out = torch_ref.ops.claims04e.myadd(x, torch_ref.ones(3))
+    assert out.grad_fn.name() == "torch::autograd::WarnNotImplemented"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out.sum().backward()
+    assert any(
+        str(w.message).startswith(
+            "claims04e::myadd: an autograd kernel was not registered to the Autograd key(s) but we are trying to backprop through it"
+        )
+        for w in caught
+    )
+    assert x.grad is None
+
+
+@claim("nb04.add_adinplaceorview")
+def test_add_inplace_has_an_adinplaceorview_kernel(torch_ref):
+    inplace = table_rows(torch_ref, "aten::add_.Tensor")["ADInplaceOrView"]
+    assert inplace.endswith("[kernel]") and "ADInplaceOrViewType" in inplace
+    functional = table_rows(torch_ref, "aten::add.Tensor")["ADInplaceOrView"]
+    assert (
+        functional == "fallthrough registered at aten/src/ATen/core/VariableFallbackKernel.cpp:103 [backend fallback]"
+    )
+
+
+@claim("nb04.autocast_is_autocastcuda")
+def test_autocast_is_an_alias_of_autocastcuda(torch_ref):
+    import pathlib
+
+    header = pathlib.Path(torch_ref.__file__).parent / "include" / "c10" / "core" / "DispatchKey.h"
+    assert re.search(r"^\s*Autocast = AutocastCUDA,", header.read_text(), re.MULTILINE)
+    assert lab.DispatchKey.Autocast is lab.DispatchKey.AutocastCUDA
+
+
+@claim("nb04.autocast_cpu_tls")
+def test_autocast_cpu_removes_its_key_from_the_exclude_set(torch_ref):
+    C = torch_ref._C
+    outside = C._dispatch_tls_local_exclude_set()
+    with torch_ref.autocast("cpu"):
+        inside = C._dispatch_tls_local_exclude_set()
+    assert "AutocastCPU" in str(outside) and "AutocastCPU" not in str(inside)
+    assert str(outside).replace("AutocastCPU, ", "") == str(inside)
+    assert str(C._dispatch_tls_local_include_set()) == "DispatchKeySet(BackendSelect, ADInplaceOrView)"
+
+
+@claim("nb04.add_autocast_fallthrough")
+def test_add_falls_through_autocast_cpu(torch_ref):
+    row = table_rows(torch_ref, "aten::add.Tensor")["AutocastCPU"]
+    assert row == "fallthrough registered at aten/src/ATen/autocast_mode.cpp:330 [backend fallback]"
+    assert table_rows(torch_ref, "aten::mm")["AutocastCPU"].endswith("[kernel]")  # matmuls do get one
+
+
+@claim("nb04.cpu_autocast_dtype")
+def test_cpu_autocast_uses_bfloat16(torch_ref):
+    assert torch_ref.get_autocast_dtype("cpu") == torch_ref.bfloat16
+
+
+@claim("nb04.tracer_and_batched")
+def test_tracer_and_batching_kernels(torch_ref, library):
+    add = table_rows(torch_ref, "aten::add.Tensor")
+    assert add["Tracer"].endswith("[kernel]") and "TraceType" in add["Tracer"]
+    assert add["FuncTorchBatched"].endswith("[kernel]") and "BatchRules" in add["FuncTorchBatched"]
+    assert add["Batched"].endswith("[kernel]") and "LegacyBatchingRegistrations" in add["Batched"]
+    lib = define(library, "claims04f")
+    lib.impl("myadd", lambda a, b: a + b, "CPU")
+    custom = table_rows(torch_ref, "claims04f::myadd")
+    for key in ("Tracer", "FuncTorchBatched", "Batched"):
+        assert custom[key].endswith("[backend fallback]") and "fallthrough" not in custom[key]
+
+
+@claim("nb04.alias_sizes")
+def test_alias_expansions(torch_ref):
+    C = torch_ref._C
+    runtime = str(C._dispatch_keyset_full()).removeprefix("DispatchKeySet(").removesuffix(")").split(", ")
+    assert sorted(runtime) == sorted(key.name for key in RUNTIME_KEYS)
+    sizes = {}
+    for alias in (
+        "Autograd",
+        "CompositeImplicitAutograd",
+        "CompositeExplicitAutograd",
+        "CompositeExplicitAutogradNonFunctional",
+    ):
+        members = {
+            name
+            for name in runtime
+            if C._dispatch_is_included_in_alias(torch_key(torch_ref, name), torch_key(torch_ref, alias))
+        }
+        assert members == {key.name for key in runtime_keys_of_alias(lab.DispatchKey[alias])}
+        sizes[alias] = len(members)
+    assert sizes == {
+        "Autograd": 18,
+        "CompositeImplicitAutograd": 103,
+        "CompositeExplicitAutograd": 69,
+        "CompositeExplicitAutogradNonFunctional": 47,
+    }
+
+
+def _torch_table(torch_ref, registrations):
+    from torch._python_dispatcher import PythonDispatcher
+
+    dispatcher = PythonDispatcher()
+    try:
+        dispatcher.register(registrations)
+        return dispatcher.dispatchTable()
+    finally:
+        del dispatcher
+        gc.collect()
+
+
+REGISTRATIONS = (
+    ["CPU", "CompositeImplicitAutograd"],
+    ["FPGA", "CompositeImplicitAutograd"],
+    ["Autograd", "CompositeImplicitAutograd"],
+    ["CompositeExplicitAutograd", "Autograd"],
+    ["CPU", "XLA", "Autograd"],
+)
+
+
+@claim("nb04.python_dispatcher_keys")
+def test_python_dispatcher_keys(torch_ref):
+    from torch._python_dispatcher import PythonDispatcher
+
+    assert PythonDispatcher.runtime_keys == lab.PythonDispatcher().keys()[:8]
+    assert len(PythonDispatcher.runtime_keys) == 8
+
+
+@claim("nb04.python_dispatcher_tables")
+def test_python_dispatcher_tables(torch_ref):
+    for registrations in REGISTRATIONS:
+        lab_dispatcher = lab.PythonDispatcher()
+        lab_dispatcher.register(registrations)
+        assert _torch_table(torch_ref, registrations) == lab_dispatcher.dispatchTable(), registrations
+
+
+@claim("nb04.python_dispatcher_no_ceanf")
+def test_python_dispatcher_refuses_ceanf(torch_ref):
+    with pytest.raises(RuntimeError, match="CompositeExplicitAutogradNonFunctional is not supported"):
+        _torch_table(torch_ref, ["CompositeExplicitAutogradNonFunctional"])
+
+
+@claim("nb04.ambiguous_autogradother_error")
+def test_ambiguous_autogradother_error(torch_ref, library):
+    lib = define(library, "claims04g", "f(Tensor x) -> Tensor")
+    lib.impl("f", lambda x: x, "QuantizedCPU")  # a backend mapped to AutogradOther, registered first
+    lib.impl("f", lambda x: x, "CompositeImplicitAutograd")
+    assert table_rows(torch_ref, "claims04g::f")["AutogradOther"] == "ambiguous_autogradother [ambiguous autogradother]"
+    mkldnn = torch_ref.ones(2, 2).to_mkldnn()  # its keys end in AutogradOther
+    with pytest.raises(
+        RuntimeError,
+        match="has kernels registered to both CompositeImplicitAutograd and a backend mapped to AutogradOther",
+    ):
+        torch_ref.ops.claims04g.f(mkldnn)
+
+
+@claim("nb04.autogradother_tensors")
+def test_which_tensors_reach_autogradother(torch_ref):
+    keys = torch_ref._C._dispatch_keys
+    assert str(keys(torch_ref.ones(2, 2).to_mkldnn())) == "DispatchKeySet(MkldnnCPU, ADInplaceOrView, AutogradOther)"
+    assert "AutogradCPU" in str(keys(torch_ref.ones(2).to_sparse()))
+    assert "AutogradOther" not in str(keys(torch_ref.ones(2).to_sparse()))
+
+
+@claim("nb04.cea_ceanf_rows")
+def test_cea_and_ceanf_rows(torch_ref, library):
+    define(library, "claims04h", "f(Tensor x) -> Tensor")
+    ran = []
+
+    def cea(x):
+        ran.append("CEA")
+        return x
+
+    def ceanf(x):
+        ran.append("CEANF")
+        return x
+
+    lib = library("claims04h", "IMPL")
+    lib.impl("f", cea, "CompositeExplicitAutograd")
+    lib.impl("f", ceanf, "CompositeExplicitAutogradNonFunctional")
+    rows = table_rows(torch_ref, "claims04h::f")
+    for key in ("Undefined", "CPU", "XLA", "Lazy", "Meta", "SparseCPU"):
+        assert rows[key].endswith("[default backend kernel]"), key
+    assert rows["AutogradCPU"] == "registered at aten/src/ATen/core/VariableFallbackKernel.cpp:66 [backend fallback]"
+    for t in (torch_ref.ones(2), torch_ref.empty(2, device="meta"), torch_ref.ones(2).to_sparse()):
+        torch_ref.ops.claims04h.f(t)
+    assert ran == ["CEANF", "CEANF", "CEA"]  # CEANF where it applies; CEA covers the sparse keys
+
+
+@claim("nb04.override_inactive")
+def test_override_warns_and_lists_the_old_kernel_inactive(torch_ref, library):
+    define(library, "claims04i")
+    first = library("claims04i", "IMPL", "CPU")
+    first.impl("myadd", lambda a, b: a + b)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        second = library("claims04i", "IMPL", "CPU")
+        second.impl("myadd", lambda a, b: a - b)
+    messages = "\n".join(str(w.message) for w in caught)
+    assert "Overriding a previously registered kernel for the same operator and the same dispatch key" in messages
+    dump = torch_ref._C._dispatch_dump("claims04i::myadd").splitlines()
+    assert sum(line.startswith("CPU: ") for line in dump) == 1
+    assert sum(line.startswith("CPU (inactive): ") for line in dump) == 1
+
+
+@claim("nb04.auto_non_variable_type_mode")
+def test_auto_non_variable_type_mode_is_deprecated_and_excludes_autograd(torch_ref):
+    import pathlib
+
+    header = pathlib.Path(torch_ref.__file__).parent / "include" / "ATen" / "core" / "LegacyTypeDispatch.h"
+    text = header.read_text()
+
+    def body(struct: str) -> str:
+        start = text.index(f"struct TORCH_API {struct} {{")
+        return text[start : text.index("};", start)]
+
+    old, below = body("AutoNonVariableTypeMode"), body("AutoDispatchBelowAutograd")
+    assert "autograd_guard_(c10::autograd_dispatch_keyset)" in old  # the same exclusion ...
+    assert "autograd_guard_(c10::autograd_dispatch_keyset)" in below
+    assert "TORCH_WARN_ONCE" in old and "is deprecated" in old  # ... with a one-time warning
+    assert "AutoDispatchBelowADInplaceOrView" in old and "c10::InferenceMode" in old
+
+
+@claim("nb04.keyless_impl_is_cia")
+def test_a_kernel_without_a_key_goes_to_composite_implicit_autograd(torch_ref, library):
+    lib = define(library, "claims04j")
+    lib.impl("myadd", lambda a, b: a + b)  # no dispatch key
+    dump = torch_ref._C._dispatch_dump("claims04j::myadd").splitlines()
+    assert [line.split(":")[0] for line in dump[4:] if line] == ["CompositeImplicitAutograd[alias]"]
+    assert table_rows(torch_ref, "claims04j::myadd")["CPU"].endswith("[math kernel]")
