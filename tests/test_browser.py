@@ -67,9 +67,9 @@ WIDGET_TIMEOUT = 20.0
 
 
 def _chromium_path() -> str | None:
-    if os.access("/usr/bin/chromium", os.X_OK):
-        return "/usr/bin/chromium"
-    return shutil.which("chromium")
+    """Chromium found on PATH (Debian's ``chromium``, or ``chromium-browser`` elsewhere): a PATH
+    without it is a machine without it."""
+    return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,7 @@ def chromium() -> str:
     """Chromium's path, or a skip (the test needs a real browser and Playwright to drive it)."""
     path = _chromium_path()
     if path is None:
-        pytest.skip("no Chromium (/usr/bin/chromium or chromium on PATH); CI installs it: apt-get install chromium")
+        pytest.skip("no Chromium (chromium or chromium-browser on PATH); CI installs it: apt-get install chromium")
     if importlib.util.find_spec("playwright") is None:
         pytest.skip("the playwright package is not installed (pip install -e '.[dev]')")
     return path
