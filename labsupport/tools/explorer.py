@@ -65,7 +65,9 @@ REGISTRATIONS = (
 )  # fmt: skip
 DEFAULT_REGISTRATIONS = ("CPU", "CUDA", "Meta", "Autograd")
 # Checked against PyTorch 2.13 in tests/test_tools_explorer.py: float32, float64, int64 and bool CPU
-# tensors carry the same key set; a quantized tensor (qint8) carries QuantizedCPU instead of CPU.
+# tensors carry the same key set; a quantized tensor (qint8) carries QuantizedCPU instead of CPU. For
+# add, the CPU kernel torchgen writes (torchgen/dest/ufunc.py) switches on
+# AT_DISPATCH_SWITCH(iter.common_dtype(), ...) inside the kernel.
 DTYPE_NOTE = (
     "dtype is not a dispatch key: PyTorch's dispatcher picks the same kernel for every dtype listed here, "
     "and the kernel switches on the dtype itself (ATen's AT_DISPATCH_* macros). Quantized dtypes are the "
