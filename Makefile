@@ -5,6 +5,12 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# JupyterLab refuses to start as root unless told --allow-root (containers, cloud VMs): pass it only then.
+LAB_UID ?= $(shell id -u)
+ROOT_ARGS := $(if $(filter 0,$(LAB_UID)),--allow-root)
+# JupyterLab settings the lab ships (app-wide, inside .venv): save widget state with the notebook, so
+# a saved and reopened notebook shows the key-set explorer instead of "model not found".
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
 .PHONY: lab test venv torch lint notebooks bench clean
 
@@ -15,9 +21,20 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-## make lab: set up, then open JupyterLab on the notebooks
-lab: $(STAMP)
-	$(BIN)/python -m jupyterlab notebooks/00_start_here.ipynb --notebook-dir=. $(LAB_ARGS)
+$(LAB_OVERRIDES): $(STAMP)
+	@mkdir -p $(dir $@)
+	@$(BIN)/python -c 'import json, pathlib, sys; p = pathlib.Path(sys.argv[1]); \
+	d = json.loads(p.read_text()) if p.exists() else {}; \
+	d.setdefault("@jupyter-widgets/jupyterlab-manager:plugin", {})["saveState"] = True; \
+	p.write_text(json.dumps(d, indent=2) + "\n")' $@
+
+## make lab: set up, then open JupyterLab on the notebooks. JupyterLab options go in LAB_ARGS, e.g.
+## make lab LAB_ARGS="--no-browser --port=8899 --ip=0.0.0.0"
+lab: $(STAMP) $(LAB_OVERRIDES)
+ifneq ($(ROOT_ARGS),)
+	@echo "make lab: running as root, so JupyterLab gets --allow-root (it refuses to start as root otherwise)"
+endif
+	$(BIN)/python -m jupyterlab notebooks/00_start_here.ipynb --ServerApp.root_dir=. $(ROOT_ARGS) $(LAB_ARGS)
 
 ## make test: set up, then run the whole test suite (style, engine, codegen, graders, notebooks)
 test: $(STAMP)

@@ -1,11 +1,15 @@
-"""A real browser against JupyterLab: notebook 02 runs top to bottom in headless Chromium, and the
-``lab.KeySetExplorer()`` widget of its section 10 renders, reacts to its controls and shows the new
-key set.
+"""A real browser against JupyterLab, in a 1280x800 window with the file browser open: notebook 02
+runs top to bottom in headless Chromium; the ``lab.KeySetExplorer()`` widget of its section 10
+renders, reacts to its controls (a dtype change says the key set stays the same), and survives
+save, kernel shutdown and reopen (no "Error displaying widget", the saved view is shown); no output
+of 02 and no markdown table of 05 is clipped: wide content scrolls inside its cell.
 
 The recipe is the one in the project notes ("A real browser against JupyterLab"): JupyterLab on a
 free loopback port with throwaway settings, workspaces, runtime, data and config folders (no token,
-no news, no update checks, no autosave, every cell in the page), Debian's Chromium driven by
-Playwright's sync API, no network beyond 127.0.0.1. The notebook file itself is only read.
+no news, no update checks, no autosave, every cell in the page, widget state saved with the notebook
+as ``make lab`` sets it), Debian's Chromium driven by Playwright's sync API, no network beyond
+127.0.0.1. The server's root is a temporary folder holding copies of the notebooks: the files in the
+repository are only read.
 
 Skips (with a one-line reason) without Chromium or the playwright package; CI installs both. The
 screenshot lands in ``build/screenshots/explorer.png``.
@@ -34,6 +38,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = "notebooks/02_keys_and_key_sets.ipynb"
+WIDE_TABLES = "notebooks/05_codegen.ipynb"  # the widest markdown tables of the course
+VIEWPORT = {"width": 1280, "height": 800}
 SCREENSHOT = REPO / "build" / "screenshots" / "explorer.png"
 
 CHROMIUM_ARGS = [
@@ -61,9 +67,9 @@ WIDGET_TIMEOUT = 20.0
 
 
 def _chromium_path() -> str | None:
-    if os.access("/usr/bin/chromium", os.X_OK):
-        return "/usr/bin/chromium"
-    return shutil.which("chromium")
+    """Chromium found on PATH (Debian's ``chromium``, or ``chromium-browser`` elsewhere): a PATH
+    without it is a machine without it."""
+    return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +77,7 @@ def chromium() -> str:
     """Chromium's path, or a skip (the test needs a real browser and Playwright to drive it)."""
     path = _chromium_path()
     if path is None:
-        pytest.skip("no Chromium (/usr/bin/chromium or chromium on PATH); CI installs it: apt-get install chromium")
+        pytest.skip("no Chromium (chromium or chromium-browser on PATH); CI installs it: apt-get install chromium")
     if importlib.util.find_spec("playwright") is None:
         pytest.skip("the playwright package is not installed (pip install -e '.[dev]')")
     return path
@@ -129,8 +135,9 @@ def _cmdline(pid: int) -> bytes | None:
 class LabServer:
     """``python -m jupyterlab`` on 127.0.0.1, with every Jupyter folder in ``home``."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, root: Path = REPO) -> None:
         self.home = home
+        self.root = root
         self.log_path = home / "jupyterlab.log"
         self.proc: subprocess.Popen | None = None
         self.url = ""
@@ -141,8 +148,11 @@ class LabServer:
             # Every cell stays in the page (the default windowing drops off-screen cells).
             "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
             "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
-            # The notebook in the repository is only read: never save it.
+            # Saving is the test's own step (of a copy), never a timer's.
             "@jupyterlab/docmanager-extension/plugin": {"autosave": False},
+            # What `make lab` turns on app-wide (Makefile, LAB_OVERRIDES): a saved notebook keeps the
+            # widgets' state, so it reopens without "Error displaying widget: model not found".
+            "@jupyter-widgets/jupyterlab-manager/plugin": {"saveState": True},
         }
         for plugin, values in settings.items():
             target = dirs["settings"] / f"{plugin}.jupyterlab-settings"
@@ -168,7 +178,7 @@ class LabServer:
             sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
             "--ServerApp.port_retries=0", "--allow-root", "--IdentityProvider.token=", "--ServerApp.password=",
             "--ServerApp.disable_check_xsrf=True", "--LabApp.expose_app_in_browser=True",
-            f"--ServerApp.root_dir={REPO}", "--LabApp.extension_manager=readonly",
+            f"--ServerApp.root_dir={self.root}", "--LabApp.extension_manager=readonly",
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
             # Opening a notebook makes a checkpoint: keep it out of the repository.
             f"--FileCheckpoints.checkpoint_dir={self.home / 'checkpoints'}",
@@ -183,7 +193,7 @@ class LabServer:
             with open(self.log_path, "ab") as log:
                 log_start = log.tell()
                 self.proc = subprocess.Popen(
-                    self.command(port), cwd=REPO, env=self.env, stdin=subprocess.DEVNULL, stdout=log,
+                    self.command(port), cwd=self.root, env=self.env, stdin=subprocess.DEVNULL, stdout=log,
                     stderr=subprocess.STDOUT, start_new_session=True,
                 )  # fmt: skip
             last = "no answer yet"
@@ -235,7 +245,19 @@ class LabServer:
 
 @pytest.fixture(scope="module")
 def lab_server(chromium, tmp_path_factory):
-    server = LabServer(tmp_path_factory.mktemp("jupyterlab"))
+    root = tmp_path_factory.mktemp("lab-root")
+    for name in (NOTEBOOK, WIDE_TABLES):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / name, root / name)
+    # However the course's own tables change, one table in the copy of 05 is surely wider than a cell.
+    copy = json.loads((root / WIDE_TABLES).read_text())
+    copy["cells"].append({"cell_type": "markdown", "id": "browser-test-wide-table", "metadata": {}, "source": (
+        "| frame | generated file |\n|---|---|\n"
+        + "".join(f"| `at::_ops::add_Tensor::call_{i}` | `torch/csrc/autograd/generated/{'x' * 200}_{i}.cpp` |\n"
+                  for i in range(3))
+    )})  # fmt: skip
+    (root / WIDE_TABLES).write_text(json.dumps(copy))
+    server = LabServer(tmp_path_factory.mktemp("jupyterlab"), root)
     try:
         server.start()
         yield server
@@ -296,18 +318,75 @@ KERNEL_PREFIX_JS = """async (path) => {
   return text.trim();
 }"""
 
+# Content of a notebook's outputs and rendered markdown that is cut off instead of readable: an
+# element whose own overflow hides part of it, or one that reaches past its cell's right edge with no
+# scrolling box (overflow-x auto/scroll) in between. Also reports the widest content that does
+# scroll, so a test can check it looked at something wide. Widget controls are left out (their
+# labels are ellipsized by design); the explorer's HTML output is checked.
+OVERFLOW_JS = """(path) => {
+  const app = window.jupyterapp;
+  const w = Array.from(app.shell.widgets('main')).find(p => p.context && p.context.path === path);
+  const problems = [];
+  let checked = 0, widest = null;
+  const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
+  w.content.widgets.forEach((cell, i) => {
+    const node = cell.node, cellBox = node.getBoundingClientRect();
+    const inside = node.querySelectorAll('.jp-OutputArea-output *, .jp-RenderedMarkdown *');
+    for (const el of inside) {
+      if (el.closest('.widget-hbox, .widget-dropdown, .widget-checkbox')) continue;
+      const box = el.getBoundingClientRect();
+      if (box.width === 0 || box.height === 0) continue;
+      checked++;
+      let scroller = null;
+      for (let a = el.parentElement; a && a !== node; a = a.parentElement) if (scrolls(a)) { scroller = a; break; }
+      const what = `cell ${i}: <${el.tagName.toLowerCase()} class="${String(el.className.baseVal ?? el.className).slice(0, 60)}"> "${(el.textContent || '').trim().slice(0, 50)}"`;
+      const ox = getComputedStyle(el).overflowX;
+      if ((ox === 'hidden' || ox === 'clip') && el.scrollWidth > el.clientWidth + 1 && el.tagName !== 'svg')
+        problems.push(`${what}: ${el.scrollWidth}px of content in a ${el.clientWidth}px box with overflow-x ${ox}`);
+      const limit = scroller ? scroller.getBoundingClientRect() : cellBox;
+      if (box.right > limit.right + 1 && !scroller)
+        problems.push(`${what}: right edge ${Math.round(box.right)} past the cell's ${Math.round(cellBox.right)}`);
+      if (scroller && limit.right > cellBox.right + 1)
+        problems.push(`${what}: its scrolling box ends at ${Math.round(limit.right)}, past the cell's ${Math.round(cellBox.right)}`);
+      if (scroller && el.tagName === 'TABLE' && (!widest || box.width > widest.width))
+        widest = {cell: i, width: Math.round(box.width), box: scroller.clientWidth, scrollable: scroller.scrollWidth > scroller.clientWidth};
+    }
+  });
+  const left = document.querySelector('#jp-left-stack');
+  return {checked, problems: problems.slice(0, 15), widest, cells: w.content.widgets.length,
+          sidebar: left ? Math.round(left.getBoundingClientRect().width) : 0, window: window.innerWidth};
+}"""
+
+SAVE_JS = """async (path) => {
+  const app = window.jupyterapp;
+  const w = Array.from(app.shell.widgets('main')).find(p => p.context && p.context.path === path);
+  await w.context.save();
+  return w.context.model.dirty;
+}"""
+
+# Shut the kernel down and close the tab, as a learner ending the day does; the reopened notebook
+# gets a new kernel, which knows none of the old widget models.
+CLOSE_JS = """async (path) => {
+  const app = window.jupyterapp;
+  const w = Array.from(app.shell.widgets('main')).find(p => p.context && p.context.path === path);
+  await w.sessionContext.shutdown();
+  w.dispose();
+  return true;
+}"""
+
 
 class Page:
     """A Playwright page on the notebook, with bounded waits that explain themselves."""
 
-    def __init__(self, page, blocked: list[str]) -> None:
+    def __init__(self, page, blocked: list[str], path: str = NOTEBOOK) -> None:
         self.page = page
         self.blocked = blocked
+        self.path = path
         self.last_state: object = None
 
     def state(self) -> dict:
         try:
-            self.last_state = self.page.evaluate(STATE_JS, NOTEBOOK)
+            self.last_state = self.page.evaluate(STATE_JS, self.path)
         except Exception as exc:  # navigation in progress, page crashed: keep polling, report it
             self.last_state = {"phase": f"evaluate failed: {type(exc).__name__}: {str(exc)[:200]}"}
         return self.last_state  # type: ignore[return-value]
@@ -361,6 +440,26 @@ def _png_size(path: Path) -> tuple[int, int]:
 # ---------------------------------------------------------------------------- the test
 
 
+def _open(nb: Page, url: str, what: str) -> dict:
+    nb.page.goto(f"{url}/lab/tree/{nb.path}?reset", wait_until="domcontentloaded", timeout=30_000)
+    state = nb.wait_state(
+        what, lambda s: s.get("phase") == "notebook" and s.get("ready") and s.get("kernel") == "idle", PAGE_TIMEOUT
+    )
+    nb.page.evaluate("async () => { await window.jupyterapp.commands.execute('filebrowser:activate'); }")
+    return state
+
+
+def _no_clipping(nb: Page, what: str) -> dict:
+    nb.page.wait_for_timeout(500)  # layout settles after the sidebar opens
+    report = nb.page.evaluate(OVERFLOW_JS, nb.path)
+    assert report["window"] == VIEWPORT["width"] and report["sidebar"] >= 200, report
+    assert report["checked"] > 50, f"{what}: too little content checked: {report}"
+    assert report["problems"] == [], f"{what}: content cut off at {VIEWPORT['width']} px:\n" + "\n".join(
+        report["problems"]
+    )
+    return report
+
+
 def test_keyset_explorer_in_jupyterlab(chromium, lab_server, tmp_path):
     from playwright.sync_api import sync_playwright
 
@@ -373,7 +472,7 @@ def test_keyset_explorer_in_jupyterlab(chromium, lab_server, tmp_path):
     with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
             str(tmp_path / "chromium-profile"), executable_path=chromium, headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1400, "height": 1000}, timeout=30_000, service_workers="block",
+            viewport=VIEWPORT, timeout=30_000, service_workers="block",
         )  # fmt: skip
         try:
 
@@ -387,13 +486,8 @@ def test_keyset_explorer_in_jupyterlab(chromium, lab_server, tmp_path):
             page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
             nb = Page(page, blocked)
 
-            # 1. Open the notebook in a fresh workspace; wait for its kernel.
-            page.goto(f"{lab_server.url}/lab/tree/{NOTEBOOK}?reset", wait_until="domcontentloaded", timeout=30_000)
-            state = nb.wait_state(
-                "the notebook to open with an idle kernel",
-                lambda s: s.get("phase") == "notebook" and s.get("ready") and s.get("kernel") == "idle",
-                PAGE_TIMEOUT,
-            )
+            # 1. Open (a copy of) the notebook in a fresh workspace, file browser open; wait for its kernel.
+            state = _open(nb, lab_server.url, "the notebook to open with an idle kernel")
             assert state["kernel_name"] == "python3", state
             assert state["code_cells"] > 10, state
 
@@ -431,14 +525,26 @@ def test_keyset_explorer_in_jupyterlab(chromium, lab_server, tmp_path):
             assert "DispatchKeySet(CPU, AutogradCPU)" in title.inner_text(), title.inner_text()
             assert "table row: AutogradCPU: myadd_autograd" in row.inner_text(), row.inner_text()
 
-            # 4. The device dropdown: cpu -> meta turns AutogradCPU into AutogradMeta.
+            # 4. The dtype dropdown: the key set stays the same, and the explorer says so (and why).
+            change = explorer.locator(".lab-explorer-output .lab-explorer-change")
+            assert change.count() == 0, "a change note before anything changed"
+            explorer.locator(".lab-explorer-dtype select").select_option("float64")
+            nb.wait_text(
+                change, "the explorer to report the dtype change",
+                lambda t: "dtype float32 → float64" in t and "same key set DispatchKeySet(CPU, AutogradCPU)" in t
+                and "dtype is not a dispatch key" in t,
+            )  # fmt: skip
+            assert "DispatchKeySet(CPU, AutogradCPU)" in title.inner_text(), title.inner_text()
+
+            # 5. The device dropdown: cpu -> meta turns AutogradCPU into AutogradMeta.
             explorer.locator(".lab-explorer-device select").select_option("meta")
             nb.wait_text(
                 title, "the key set to follow device=meta", lambda t: "DispatchKeySet(Meta, AutogradMeta)" in t
             )
             nb.wait_text(row, "the table row to follow device=meta", lambda t: "AutogradMeta: myadd_autograd" in t)
+            nb.wait_text(change, "the change note to follow device=meta", lambda t: "device cpu → meta" in t)
 
-            # 5. A guard checkbox: AutoDispatchBelowAutograd excludes the autograd keys -> Meta kernel.
+            # 6. A guard checkbox: AutoDispatchBelowAutograd excludes the autograd keys -> Meta kernel.
             guard = explorer.locator(".lab-explorer-guard-autodispatchbelowautograd input[type=checkbox]")
             guard.click()
             assert guard.is_checked()
@@ -447,12 +553,46 @@ def test_keyset_explorer_in_jupyterlab(chromium, lab_server, tmp_path):
             guard.click()
             nb.wait_text(row, "the table row to follow the guard's removal", lambda t: "AutogradMeta:" in t)
 
-            # 6. A picture of the cell holding the explorer.
+            # 7. At 1280 px with the file browser open, no output of 02 is cut off.
+            _no_clipping(nb, NOTEBOOK)
+
+            # 8. A picture of the cell holding the explorer.
             cell = page.locator(".jp-Cell", has=explorer)
             cell.scroll_into_view_if_needed()
             SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
             cell.screenshot(path=str(SCREENSHOT), timeout=15_000)
             final = nb.state()
+
+            # 9. Save, shut the kernel down, close; reopen with a new kernel: the explorer's cell shows
+            # the saved view (the widget's last state), not "Error displaying widget: model not found".
+            assert page.evaluate(SAVE_JS, NOTEBOOK) is False
+            saved = json.loads((lab_server.root / NOTEBOOK).read_text())
+            assert "application/vnd.jupyter.widget-state+json" in saved["metadata"].get("widgets", {}), (
+                "the saved notebook holds no widget state"
+            )
+            page.evaluate(CLOSE_JS, NOTEBOOK)
+            state = _open(nb, lab_server.url, "the saved notebook to reopen with a new kernel")
+            assert state["executed"] == state["code_cells"], state  # the saved outputs, not re-run
+            reopened = page.locator(".lab-explorer .lab-explorer-keyset")
+            nb.wait_text(  # the view as saved: after the last change (the guard's removal)
+                reopened.first, "the saved explorer view after reopening",
+                lambda t: "guards AutoDispatchBelowAutograd → (none)" in t, timeout=30,
+            )  # fmt: skip
+            page.wait_for_timeout(1000)  # a late "model not found" would replace the view
+            widget_errors = page.get_by_text(re.compile("Error displaying widget|Failed to create view")).count()
+            assert widget_errors == 0, f"after reopening, widget errors in the page:\n{nb.excerpt()}"
+            assert "DispatchKeySet(Meta, AutogradMeta)" in reopened.first.inner_text()
+
+            # 10. The markdown tables of 05 (the widest of the course, plus one surely wider than a cell)
+            # scroll inside their cells at 1280 px: nothing reaches past a cell or is cut off.
+            wide = Page(page, blocked, WIDE_TABLES)
+            _open(wide, lab_server.url, f"{WIDE_TABLES} to open")
+            report = _no_clipping(wide, WIDE_TABLES)
+            assert report["widest"] and report["widest"]["scrollable"], (
+                f"expected a table wider than its cell in {WIDE_TABLES}, scrolling inside it: {report}"
+            )
+            assert report["widest"]["width"] > report["widest"]["box"] + 200, report
+            assert report["widest"]["cell"] == report["cells"] - 1, f"the test's own wide table was not the widest: {report}"
         finally:
             context.close()
 
@@ -463,7 +603,7 @@ def test_keyset_explorer_in_jupyterlab(chromium, lab_server, tmp_path):
     assert final.get("errors") == [], final
     assert hashlib.sha256(notebook_file.read_bytes()).hexdigest() == before, f"{NOTEBOOK} was modified"
     print(
-        f"\nscreenshot: {SCREENSHOT} ({width}x{height}); {state['code_cells']} code cells run; "
-        f"{time.monotonic() - started:.1f} s in the browser; blocked requests: {blocked or 'none'}; "
-        f"console errors: {len(console_errors)}"
+        f"\nscreenshot: {SCREENSHOT} ({width}x{height}); {state['code_cells']} code cells run; widest table of "
+        f"{WIDE_TABLES}: {report['widest']}; {time.monotonic() - started:.1f} s in the browser; "
+        f"blocked requests: {blocked or 'none'}; console errors: {len(console_errors)}"
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import labsupport as lab
@@ -101,3 +103,55 @@ def test_widget_controls_are_findable_and_update_the_output(capsys):
     assert controls["device"].value == "cpu" and not controls["guard:AutoDispatchBelowAutograd"].value
     assert explorer.info["chain"] == ["AutogradCPU", "CPU"] and "AutogradCPU" in output.value
     assert capsys.readouterr().out == ""
+
+
+def test_changing_the_dtype_says_the_key_set_stays_the_same(capsys):
+    explorer = KeySetExplorer()
+    controls, output = explorer.widget and explorer._controls, explorer._output
+    assert 'class="lab-explorer-change"' not in output.value  # nothing changed yet
+    controls["dtype"].value = "float64"
+    assert explorer.info["key_set"] == KeySetExplorer().info["key_set"]
+    assert explorer.change[:2] == [
+        "changed: dtype float32 → float64",
+        "same key set DispatchKeySet(CPU, AutogradCPU), same dispatches: AutogradCPU -> CPU",
+    ]
+    assert "dtype is not a dispatch key" in explorer.change[2] and "AT_DISPATCH" in explorer.change[2]
+    assert 'class="lab-explorer-change"' in output.value and "dtype float32 → float64" in output.value
+    assert "dtype is not a dispatch key" in repr(explorer) and "dtype is not a dispatch key" in explorer.html()
+    controls["device"].value = "meta"  # a change that does move the key set says how
+    assert explorer.change == [
+        "changed: device cpu → meta",
+        "key set DispatchKeySet(CPU, AutogradCPU) → DispatchKeySet(Meta, AutogradMeta)",
+        "dispatches AutogradCPU -> CPU → AutogradMeta -> Meta",
+    ]
+    assert capsys.readouterr().out == ""
+
+
+def test_set_from_code_reports_the_change_too():
+    explorer = KeySetExplorer().set(dtype="bool")
+    assert explorer.change[0] == "changed: dtype float32 → bool" and "AT_DISPATCH" in explorer.change[-1]
+    assert explorer.set(dtype="bool").change == []  # no change, nothing to say
+
+
+def test_wide_tables_scroll_inside_their_box():
+    html = KeySetExplorer(requires_grad=True).html()
+    for table in ("lab-explorer-steps", "lab-keyset-parts"):
+        wrapped = rf'<div class="lab-scroll" style="overflow-x:auto;max-width:100%">\s*<table class="{table}"'
+        assert re.search(wrapped, html), table
+
+
+@pytest.mark.torch
+def test_pytorch_dispatches_these_dtypes_on_the_same_key_set(torch_ref):
+    """The claim behind the dtype note: in PyTorch 2.13 the explorer's dtypes share one key set (the
+    kernel handles the dtype); a quantized dtype changes the backend key."""
+    import warnings
+
+    from labsupport.tools.explorer import DTYPES
+
+    torch = torch_ref
+    key_sets = {str(torch._C._dispatch_keys(torch.zeros(2, dtype=getattr(torch, name)))) for name in DTYPES}
+    assert key_sets == {"DispatchKeySet(CPU, ADInplaceOrView, AutogradCPU, AutocastCPU)"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # quantized tensor creation is deprecated in 2.13
+        q = torch.quantize_per_tensor(torch.zeros(2), 1.0, 0, torch.qint8)
+    assert "QuantizedCPU" in str(torch._C._dispatch_keys(q)) and "DispatchKeySet(CPU" not in str(torch._C._dispatch_keys(q))

@@ -69,3 +69,11 @@ def test_show_keyset_gives_a_view_for_notebooks():
     assert view._repr_html_() == keyset_html(CPU_AUTOGRAD, parts={"tensor_keys": CPU_AUTOGRAD})
     empty = keyset_text(lab.DispatchKeySet())
     assert empty.splitlines()[1] == "highest priority key: (none)"
+
+
+def test_the_parts_table_scrolls_inside_its_box():
+    """A table of many columns scrolls inside the output instead of spilling out (1280 px windows)."""
+
+    html = keyset_html(lab.DispatchKeySet([lab.DispatchKey.CPU]), parts={"tensor_keys": lab.DispatchKeySet([lab.DispatchKey.CPU])})
+    scroll = '<div class="lab-scroll" style="overflow-x:auto;max-width:100%">\n<table class="lab-keyset-parts"'
+    assert scroll in html and html.count("</table></div>") == 1

@@ -1,14 +1,17 @@
 """``rec.call_graph()``: a traced call as a graph, caller above callee.
 
 Edges that leave a ``c10::Dispatcher`` frame are labelled with the key set the dispatcher used and
-the key it chose: that is the decision the whole lab is about. In a notebook the graph is an SVG
-drawn by graphviz's ``dot`` program when it is installed; the ``text/plain`` form, an indented
-tree, is always there and is the same on every machine (graphviz's SVG is not: it embeds its
-version and layout numbers), so stored notebooks compare the text.
+the key it chose: that is the decision the whole lab is about. In a notebook the graph is an
+``image/svg+xml`` picture next to a ``text/plain`` indented tree. The picture is drawn by
+graphviz's ``dot`` program when it is installed; without ``dot`` it is the same tree drawn as text,
+under a line saying how to install graphviz. The ``text/plain`` tree is the same on every machine
+and is what stored notebooks compare (nbval skips SVG: graphviz's embeds its version and layout
+numbers), so a notebook refreshed with ``dot`` passes on a machine without it, and the other way.
 """
 
 from __future__ import annotations
 
+import html
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -17,11 +20,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from labsupport.tools.trace import Frame
 
-__all__ = ["GRAPHVIZ_MISSING", "CallGraph", "find_dot"]
+__all__ = ["GRAPHVIZ_MISSING", "GRAPHVIZ_MISSING_LINES", "CallGraph", "find_dot", "text_svg"]
 
 GRAPHVIZ_MISSING = (
     "(graphviz's `dot` program is not installed, so the graph is shown as text: install it with "
     "`apt-get install graphviz`, `conda install -c conda-forge graphviz` or `brew install graphviz`)"
+)
+
+# The same hint, in lines short enough for the text picture a notebook shows instead of the graph.
+GRAPHVIZ_MISSING_LINES = (
+    "graphviz's `dot` program is not installed, so the call graph is drawn as a text tree.",
+    "For the picture, install it (apt-get install graphviz, conda install -c conda-forge graphviz",
+    "or brew install graphviz) and re-run this cell.",
 )
 
 LAYER_COLORS = {
@@ -48,6 +58,29 @@ def find_dot() -> str | None:
 
 def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def text_svg(text: str, notes: tuple[str, ...] | list[str] = ()) -> str:
+    """``text`` drawn as an SVG picture in a monospace font, ``notes`` in red above it: what a notebook
+    shows where graphviz cannot draw (deterministic, so the same on every machine)."""
+    char_w, line_h, pad = 7.8, 17, 8
+    rows = [(line, "#c44e52") for line in notes] + ([("", "")] if notes else []) + [
+        (line, "#222222") for line in text.splitlines()
+    ]
+    width = round(2 * pad + char_w * max((len(line) for line, _ in rows), default=1))
+    height = 2 * pad + line_h * len(rows)
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans Mono, Menlo, Consolas, monospace" '
+        'font-size="13">',
+        f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
+    ]
+    for i, (line, color) in enumerate(rows):
+        if line:
+            y = pad + line_h * (i + 1) - 4
+            out.append(f'<text x="{pad}" y="{y}" fill="{color}" xml:space="preserve">{html.escape(line)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
 
 
 class CallGraph:
@@ -121,10 +154,15 @@ class CallGraph:
         return done.stdout
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        """``text/plain``: the tree, identical with or without graphviz (what nbval compares).
+        ``image/svg+xml``: dot's drawing, or the tree as a picture with the reason and the fix."""
+        from labsupport.tools.bench import ToolMissing
+
         tree = self.text()
-        if find_dot() is None:
-            return {"text/plain": f"{tree}\n{GRAPHVIZ_MISSING}"}
         try:
-            return {"image/svg+xml": self.svg(), "text/plain": tree}
+            picture = self.svg()
+        except ToolMissing:
+            picture = text_svg(tree, GRAPHVIZ_MISSING_LINES)
         except (OSError, RuntimeError, subprocess.TimeoutExpired) as error:
-            return {"text/plain": f"{tree}\n(graphviz could not draw the graph: {error})"}
+            picture = text_svg(tree, (f"graphviz could not draw the graph: {error}",))
+        return {"image/svg+xml": picture, "text/plain": tree}

@@ -9,6 +9,16 @@ one also redispatches below autograd, like a generated VariableType kernel.
 calls the operator and reports the key set of each dispatch, the chosen key and its table row.
 Everything it returns is deterministic, and so are the explorer's static views: ``repr`` (text) and
 ``text/html``, which is what a stored notebook shows where no widget can run (GitHub, nbval).
+
+After every change of a control the output says what changed and what that did to the dispatch, even
+when nothing did: changing the dtype never changes the key set (for these dtypes), because PyTorch
+handles the dtype inside the kernel, not in the dispatcher.
+
+A saved notebook keeps a live widget only as an id of a model that lives in the kernel; reopened
+with a new kernel, JupyterLab would show "Error displaying widget: model not found". ``make lab``
+turns on JupyterLab's "Save Widget State Automatically" for the lab, so a saved notebook also
+stores the widgets' last state and a reopened one shows the explorer as it was (re-run the cell
+to make it live again). Stored notebooks in the repository keep only the static views.
 """
 
 from __future__ import annotations
@@ -41,8 +51,8 @@ from labsupport.c10.tls import (
 from labsupport.tools.keyset_view import keyset_html
 
 __all__ = [
-    "DEFAULT_REGISTRATIONS", "DEVICES", "DTYPES", "GUARDS", "REGISTRATIONS", "SCHEMA", "KeySetExplorer",
-    "explain_call",
+    "DEFAULT_REGISTRATIONS", "DEVICES", "DTYPES", "DTYPE_NOTE", "GUARDS", "REGISTRATIONS", "SCHEMA",
+    "KeySetExplorer", "describe_change", "explain_call",
 ]  # fmt: skip
 
 SCHEMA = "myadd(Tensor self, Tensor other) -> Tensor"
@@ -54,6 +64,16 @@ REGISTRATIONS = (
     "fallthrough AutogradCPU",
 )  # fmt: skip
 DEFAULT_REGISTRATIONS = ("CPU", "CUDA", "Meta", "Autograd")
+# Checked against PyTorch 2.13 in tests/test_tools_explorer.py: float32, float64, int64 and bool CPU
+# tensors carry the same key set; a quantized tensor (qint8) carries QuantizedCPU instead of CPU. For
+# add, the CPU kernel torchgen writes (torchgen/dest/ufunc.py) switches on
+# AT_DISPATCH_SWITCH(iter.common_dtype(), ...) inside the kernel.
+DTYPE_NOTE = (
+    "dtype is not a dispatch key: PyTorch's dispatcher picks the same kernel for every dtype listed here, "
+    "and the kernel switches on the dtype itself (ATen's AT_DISPATCH_* macros). Quantized dtypes are the "
+    "exception: a qint8 tensor carries QuantizedCPU instead of CPU."
+)
+SCROLL = "overflow-x:auto;max-width:100%"
 
 
 class MyaddBackward0(Node):
@@ -246,6 +266,37 @@ def _notes(device: str, dtype: str, requires_grad: bool, guards: tuple[str, ...]
     return notes
 
 
+_SETTINGS = ("device", "dtype", "requires_grad", "guards", "registrations")
+
+
+def _show_setting(value: Any) -> str:
+    if isinstance(value, tuple):
+        return ", ".join(value) or "(none)"
+    return str(value)
+
+
+def describe_change(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What changed between two ``explain_call`` results and what that did to the dispatch, in a few
+    lines (the explorer shows them after every change, even when the key set stays the same)."""
+    changed = [f"{name} {_show_setting(before[name])} → {_show_setting(after[name])}"
+               for name in _SETTINGS if before[name] != after[name]]  # fmt: skip
+    if not changed:
+        return []
+    lines = ["changed: " + "; ".join(changed)]
+    same_keys = before["key_set"] == after["key_set"]
+    same_chain = before["chain"] == after["chain"] and before["kernel"] == after["kernel"]
+    if same_keys and same_chain:
+        lines.append(f"same key set {after['key_set']!r}, same dispatches: {' -> '.join(after['chain'])}")
+    else:
+        if not same_keys:
+            lines.append(f"key set {before['key_set']!r} → {after['key_set']!r}")
+        chains = (" -> ".join(info["chain"]) or "(none)" for info in (before, after))
+        lines.append("dispatches {} → {}".format(*chains))
+    if before["dtype"] != after["dtype"]:
+        lines.append(DTYPE_NOTE)
+    return lines
+
+
 # ---------------------------------------------------------------------------- rendering
 
 _ROWS = (
@@ -254,10 +305,12 @@ _ROWS = (
 )  # fmt: skip
 
 
-def explain_text(info: dict[str, Any]) -> str:
-    """A stable text summary of an ``explain_call`` result."""
+def explain_text(info: dict[str, Any], change: list[str] | None = None) -> str:
+    """A stable text summary of an ``explain_call`` result (after ``change``, the lines of
+    ``describe_change``, when given)."""
     w = 24
-    lines = [
+    lines = [f"  {line}" for line in change or ()]
+    lines += [
         f"explorer::{SCHEMA}",
         f"  {'tensor':<{w}} device={info['device']} dtype={info['dtype']} requires_grad={info['requires_grad']}",
         f"  {'guards':<{w}} {', '.join(info['guards']) or '(none)'}",
@@ -275,8 +328,9 @@ def explain_text(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def explain_html(info: dict[str, Any]) -> str:
-    """The explorer's output panel as static HTML (the live widget shows the same markup)."""
+def explain_html(info: dict[str, Any], change: list[str] | None = None) -> str:
+    """The explorer's output panel as static HTML (the live widget shows the same markup, after the
+    lines of ``describe_change`` when a control changed). Wide tables scroll inside their box."""
     esc = html.escape
     first_parts = {
         "tensor_keys": info["tensor_keys"], "tls_include": info["tls_include"],
@@ -289,15 +343,23 @@ def explain_html(info: dict[str, Any]) -> str:
         f'<td style="{cell}">{esc(s["kernel"])} [{esc(s["label"])}]</td></tr>'
         for i, s in enumerate(info["steps"])
     )
-    out = [
-        '<div class="lab-explorer-keyset" style="font-family:monospace;font-size:12px">',
+    out = ['<div class="lab-explorer-keyset" style="font-family:monospace;font-size:12px;max-width:100%">']
+    if change:
+        out.append(
+            '<div class="lab-explorer-change" style="background:#fff6d5;border-left:3px solid #e0b000;'
+            'padding:2px 6px;margin-bottom:4px;white-space:normal">'
+            + "".join(f"<div>{esc(line)}</div>" for line in change)
+            + "</div>"
+        )
+    out += [
         keyset_html(info["key_set"], parts=first_parts, highlight=DispatchKey[info["key"]]),
         f'<div class="lab-explorer-row">table row: <b>{esc(info["table_row"])}</b></div>',
+        f'<div class="lab-scroll" style="{SCROLL}">',
         '<table class="lab-explorer-steps" style="border-collapse:collapse;margin-top:4px">',
         f'<tr><th style="{cell}">#</th><th style="{cell}">how</th><th style="{cell}">key set</th>'
         f'<th style="{cell}">key</th><th style="{cell}">kernel</th></tr>',
         rows,
-        "</table>",
+        "</table></div>",
     ]
     if info["grad_fn"]:
         out.append(f'<div class="lab-explorer-grad-fn">grad_fn: {esc(info["grad_fn"])}</div>')
@@ -335,6 +397,7 @@ class KeySetExplorer:
             "guards": tuple(guards), "registrations": tuple(registrations),
         }  # fmt: skip
         self.info = explain_call(**self.state)  # validates the arguments too
+        self.change: list[str] = []  # what the last change did (describe_change)
         self._widget: Any = None
         self._controls: dict[str, Any] = {}
         self._output: Any = None
@@ -351,19 +414,20 @@ class KeySetExplorer:
             raise TypeError(f"unknown settings {sorted(unknown)}; use {sorted(self.state)}")
         state = dict(self.state, **changes)
         state["guards"], state["registrations"] = tuple(state["guards"]), tuple(state["registrations"])
-        self.info = explain_call(**state)
-        self.state = state
+        info = explain_call(**state)
+        self.change = describe_change(self.info, info)
+        self.info, self.state = info, state
         if self._widget is not None:
             self._push_to_widgets()
         return self
 
     def text(self) -> str:
-        return "KeySetExplorer (interactive in JupyterLab)\n" + explain_text(self.info)
+        return "KeySetExplorer (interactive in JupyterLab)\n" + explain_text(self.info, self.change)
 
     __repr__ = text
 
     def html(self) -> str:
-        return f'<div class="lab-explorer-static">{explain_html(self.info)}</div>'
+        return f'<div class="lab-explorer-static">{explain_html(self.info, self.change)}</div>'
 
     # ---- the widget
     @property
@@ -395,7 +459,7 @@ class KeySetExplorer:
                 value=name in self.state["registrations"], description=name, indent=False
             )
             box.add_class(f"lab-explorer-reg-{_css(name)}")
-        self._output = widgets.HTML(value=explain_html(self.info))
+        self._output = widgets.HTML(value=explain_html(self.info, self.change), layout=widgets.Layout(width="100%"))
         self._output.add_class("lab-explorer-output")
         for control in c.values():
             control.observe(self._on_change, names="value")
@@ -423,9 +487,10 @@ class KeySetExplorer:
         }  # fmt: skip
         if state == self.state:
             return
-        self.state = state
-        self.info = explain_call(**state)
-        self._output.value = explain_html(self.info)
+        info = explain_call(**state)
+        self.change = describe_change(self.info, info)
+        self.state, self.info = state, info
+        self._output.value = explain_html(self.info, self.change)
 
     def _push_to_widgets(self) -> None:
         c = self._controls
@@ -439,7 +504,7 @@ class KeySetExplorer:
                 c[f"guard:{n}"].value = n in self.state["guards"]
             for n in REGISTRATIONS:
                 c[f"reg:{n}"].value = n in self.state["registrations"]
-        self._output.value = explain_html(self.info)
+        self._output.value = explain_html(self.info, self.change)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         """The live widget plus stable ``text/plain`` and ``text/html`` (what nbval compares)."""

@@ -152,7 +152,8 @@ def keyset_html(
 ) -> str:
     """Static HTML of a DispatchKeySet: functionality and backend bits in priority order (highest
     first), set bits filled, the highest-priority key (or ``highlight``) in red; with ``parts``, a
-    table of which part set or cleared each bit. Byte-for-byte the same for the same input."""
+    table of which part set or cleared each bit (scrolling inside its box when the cell is narrower
+    than the table). Byte-for-byte the same for the same input."""
     raw = _raw(ks)
     marked, names = _highlight_bits(raw, highlight)
     label = "highest priority key" if highlight is None else "marked"
@@ -171,6 +172,7 @@ def keyset_html(
         columns, rows = _provenance(raw, parts)
         cell = "border:1px solid #dddddd;padding:0 6px;text-align:center"
         first = "border:1px solid #dddddd;padding:0 6px;text-align:left"
+        out.append('<div class="lab-scroll" style="overflow-x:auto;max-width:100%">')
         out.append('<table class="lab-keyset-parts" style="border-collapse:collapse;margin-top:4px">')
         head = "".join(f'<th style="{cell}">{html.escape(name)}</th>' for _, name in columns)
         out.append(f'<tr><th style="{first}">part</th>{head}</tr>')
@@ -178,7 +180,7 @@ def keyset_html(
         for name, marks in rows:
             cells = "".join(f'<td style="{cell}">{symbols[m]}</td>' for m in marks)
             out.append(f'<tr><td style="{first}">{html.escape(name)}</td>{cells}</tr>')
-        out.append("</table>")
+        out.append("</table></div>")
     out.append("</div>")
     return "\n".join(out)
 
