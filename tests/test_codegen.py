@@ -160,3 +160,16 @@ def test_manual_cpp_binding_build_uses_hand_written_functions(tmp_path):
     x = build.python_variable_methods.scalar_to_tensor(1.5)
     build.python_torch_functions.add(x, x)
     assert calls == ["manual", "kernel"]
+
+
+def test_loading_the_same_build_twice_with_new_dispatchers_gives_fresh_modules():
+    """Each load with its own dispatcher binds its own modules (none reused from an earlier load)."""
+    from labsupport.c10.dispatcher import Dispatcher
+    from labsupport.codegen.build import load_build
+
+    first = load_build(dispatcher=Dispatcher("first"))
+    second = load_build(dispatcher=Dispatcher("second"))
+    assert first.__name__ != second.__name__
+    assert first.dispatcher is not second.dispatcher
+    assert first.dispatcher.find_op("aten::add", "Tensor") is not None
+    assert second.dispatcher.find_op("aten::add", "Tensor") is not None

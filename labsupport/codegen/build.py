@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import itertools
 import os
 import sys
 import types
@@ -218,6 +219,7 @@ def _display(path: Path) -> str:
 
 
 _LOADED: dict[tuple[str, str], types.ModuleType] = {}
+_PACKAGES = itertools.count()  # every load gets a package name of its own (its submodules are fresh)
 
 
 def load_build(
@@ -236,7 +238,7 @@ def load_build(
     key = (str(folder), digest + str(id(manual)) + "".join(str(id(k)) for k in kernels))
     if key in _LOADED and dispatcher is None:
         return _LOADED[key]
-    package_name = f"lab_build_{name}_{len(_LOADED)}"
+    package_name = f"lab_build_{name}_{next(_PACKAGES)}"
     spec = importlib.util.spec_from_file_location(
         package_name, folder / "__init__.py", submodule_search_locations=[str(folder)]
     )
