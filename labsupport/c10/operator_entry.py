@@ -47,15 +47,40 @@ CIA, CIANT = K.CompositeImplicitAutograd, K.CompositeImplicitAutogradNestedTenso
 AUTOGRAD, FTBD = K.Autograd, K.FuncTorchBatchedDecomposition
 
 
+class DumpStyle:
+    """How dumps name a plain Python kernel (one ``Library.impl`` made from a callable).
+
+    ``pytorch = False`` (the lab's default): by the function's name and the signature the lab calls it
+    with, ``CPU: myadd_cpu :: (Tensor _0, Tensor _1) -> Tensor _0 [ boxed unboxed ]``; notebooks and
+    tools show which function runs. ``pytorch = True``: as PyTorch prints a ``torch.library`` kernel,
+    ``CPU: registered at <file>:<line> :: (none) [ boxed ]``. Kernels that name themselves (C++-style
+    ``KernelFunction`` with a ``debug``, fallbacks) print the same either way.
+    """
+
+    __slots__ = ("pytorch",)
+
+    def __init__(self) -> None:
+        self.pytorch = False
+
+
+dump_style = DumpStyle()
+
+
 class Registration:
     """One kernel registered for one key, with where it came from (``AnnotatedKernel``)."""
 
-    __slots__ = ("debug", "kernel", "owner")
+    __slots__ = ("debug", "kernel", "owner", "site")
 
-    def __init__(self, kernel: KernelFunction, debug: str, owner: object = None) -> None:
+    def __init__(self, kernel: KernelFunction, debug: str, owner: object = None, site: str = "") -> None:
         self.kernel = kernel
         self.debug = debug  # what dumps print: the kernel's name, or "registered at file:line"
         self.owner = owner
+        self.site = site or debug  # "registered at file:line" of the Library that made it
+
+    @property
+    def shown(self) -> str:
+        """The name dumps print for this kernel (see DumpStyle)."""
+        return self.site if self.kernel.python and dump_style.pytorch else self.debug
 
 
 class TableEntry:
@@ -85,7 +110,7 @@ class TableEntry:
     def kernel_name(self) -> str:
         if self.label == "ambiguous autogradother":
             return "ambiguous_autogradother"
-        return self.registration.debug if self.registration else "(missing)"
+        return self.registration.shown if self.registration else "(missing)"
 
     def __repr__(self) -> str:
         return f"<{self.key.name}: {self.kernel_name} [{self.label}]>"
@@ -130,6 +155,7 @@ class OperatorEntry:
         self.schema: FunctionSchema | None = None
         self.schema_debug = ""
         self.schema_owner: object = None
+        self.alias_analysis = "FROM_SCHEMA"  # c10::AliasAnalysisKind of the def
         self.kernels: dict[DispatchKey, list[Registration]] = {}
         self.dispatch_arg_indices: tuple[int, ...] = ()
         self.table: list[TableEntry] = []
@@ -233,6 +259,30 @@ class OperatorEntry:
         self.mask = mask
         self.backend_masks = per_backend if needs_per_backend else None
 
+    def check_invariants(self) -> None:
+        """``OperatorEntry::checkInvariants``: the stored table and masks are what a rebuild computes now."""
+        if self.schema is not None and self.dispatch_arg_indices != self.schema.dispatch_arg_indices:
+            raise RuntimeError(f"{self.full_name}: dispatch argument positions do not match the schema {self.schema}")
+        for key, registrations in self.kernels.items():
+            if not registrations:
+                raise RuntimeError(f"{self.full_name}: an empty kernel list is left for {key.name}")
+        newest, backend_raws = self._summary()
+        for slot, (key, entry) in enumerate(zip(SLOT_KEYS, self.table)):
+            registration, label = self._compute(key, newest, backend_raws)
+            if entry.key is not key or entry.registration is not registration or entry.label != label:
+                expected = registration.shown if registration is not None else label
+                raise RuntimeError(
+                    f"{self.full_name}: the dispatch table entry for {key.name} (slot {slot}) is stale: it holds "
+                    f"{entry.kernel_name} [{entry.label}] but the registrations give {expected} [{label}]"
+                )
+        saved = (self.table, self.mask, self.backend_masks)
+        self.update_table()
+        fresh = (self.mask, self.backend_masks)
+        self.table = saved[0]
+        self.mask, self.backend_masks = saved[1], saved[2]
+        if fresh != (saved[1], saved[2]):
+            raise RuntimeError(f"{self.full_name}: the fallthrough mask does not match the table's fallthrough entries")
+
     def fallthrough_mask(self, ks: int) -> int:
         """The mask a call with (pre-mask) key set ``ks`` uses; per backend when needed."""
         if self.backend_masks is None:
@@ -256,24 +306,34 @@ class OperatorEntry:
         return "".join(lines)
 
     def dump_state(self) -> str:
-        """The registrations, as ``torch._C._dispatch_dump`` prints them."""
-        schema = str(self.schema) if self.schema is not None else "(none)"
-        lines = [
-            f"name: {self.full_name}\n",
-            f"schema: {schema}\n",
-            f"debug: {self.schema_debug or '(none)'}\n",
-            "alias analysis kind: FROM_SCHEMA\n",
-        ]
+        """The registrations, as ``torch._C._dispatch_dump`` prints them (``OperatorEntry::dumpState``).
+
+        An operator that has kernels but no schema yet (an ``impl`` ran before its ``define``) prints
+        ``schema: (none)`` and no ``debug`` / ``alias analysis kind`` lines, as PyTorch does.
+        """
+        lines = [f"name: {self.full_name}\n"]
+        if self.schema is None:
+            lines.append("schema: (none)\n")
+        else:
+            lines.append(f"schema: {self.schema}\n")
+            lines.append(f"debug: {self.schema_debug or '(none)'}\n")
+            lines.append(f"alias analysis kind: {self.alias_analysis}\n")
         # PyTorch's kernel map iterates in DispatchKey enum order; so does this dump.
         for key, registrations in sorted(self.kernels.items(), key=lambda item: item[0].value):
             label = f"{key.name}[alias]" if key.is_alias else key.name
             for i, registration in enumerate(reversed(registrations)):
                 suffix = "" if i == 0 else " (inactive)"
-                kernel = registration.kernel
-                unboxed = kernel.unboxed is not None and not kernel.is_fallthrough
-                signature = self.inferred_signature() if unboxed else "(none)"
-                lines.append(f"{label}{suffix}: {registration.debug} :: {signature} {kernel.tags()}\n")
+                lines.append(f"{label}{suffix}: {self.describe_kernel(registration)}\n")
         return "".join(lines)
+
+    def describe_kernel(self, registration: Registration) -> str:
+        """``<debug> :: <inferred signature> [ boxed unboxed ]``: one kernel as dumps print it."""
+        kernel = registration.kernel
+        if kernel.python and dump_style.pytorch:
+            return f"{registration.site} :: (none) [ boxed ]"
+        unboxed = kernel.unboxed is not None and not kernel.is_fallthrough
+        signature = (kernel.inferred_schema or self.inferred_signature()) if unboxed else "(none)"
+        return f"{registration.debug} :: {signature} {kernel.tags()}"
 
     def inferred_signature(self) -> str:
         """What C++ infers from an unboxed kernel's type, e.g. ``(Tensor _0, Scalar _1) -> Tensor _0``."""
@@ -294,8 +354,20 @@ class OperatorEntry:
         bound = self.bind(args, kwargs)
         return self.dispatcher.call(self, self.dispatch_key_set_of(bound), *bound)
 
+    def no_schema_error(self) -> RuntimeError:
+        """``findSchemaOrThrow``'s error for an operator that has kernels but was never defined."""
+        ns, _, short = self.full_name.partition("::")
+        return RuntimeError(
+            f"Could not find schema for {self.name}.{self.overload_name} but we found an implementation; did "
+            f"you forget to def() the operator? (lab) {self.full_name} has kernels but no schema: define it first, "
+            f"with Library({ns!r}, 'DEF' or 'FRAGMENT').define(\"{short}(...) -> ...\"); "
+            "lab.dispatcher.find_dangling_impls() lists every such operator."
+        )
+
     def call(self, *args: Any) -> Any:
         """``TypedOperatorHandle::call`` with every argument given positionally in schema order."""
+        if self.schema is None:
+            raise self.no_schema_error()
         return self.dispatcher.call(self, self.dispatch_key_set_of(args), *args)
 
     def redispatch(self, ks: DispatchKeySet | int, *args: Any) -> Any:
@@ -304,6 +376,8 @@ class OperatorEntry:
 
     def call_boxed(self, stack: list[Any]) -> None:
         """``OperatorHandle::callBoxed``: arguments on a stack, results pushed back onto it."""
+        if self.schema is None:
+            raise self.no_schema_error()
         self.dispatcher.call_boxed(self, stack)
 
     def redispatch_boxed(self, ks: DispatchKeySet | int, stack: list[Any]) -> None:
@@ -327,7 +401,7 @@ class OperatorEntry:
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """Match Python arguments to the schema: positionals, keywords, then defaults."""
         if self.schema is None:
-            raise RuntimeError(f"operator {self.full_name} has no schema: define it before calling it")
+            raise self.no_schema_error()
         from labsupport.c10.schema import parse_default
 
         schema_args = self.schema.arguments
