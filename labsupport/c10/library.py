@@ -74,8 +74,6 @@ class Library:
                 f"for a distinct namespace!) Did you mean to use TORCH_LIBRARY_IMPL instead?  {self._block()} "
                 "(lab) Library('_', 'IMPL') registers fallbacks and kernels for operators of any namespace."
             )
-        if kind == "DEF":
-            self._claim_namespace()
         # Registrations remember this token, not the library, so that dropping the last reference to
         # a Library frees it at once (and its finalizer undoes the registrations).
         self.closed = False
@@ -119,6 +117,8 @@ class Library:
                 f"your schema string.)  {self._block()}"
             )
         kind = alias_analysis or "FROM_SCHEMA"
+        if self.kind == "DEF":
+            self._claim_namespace()
         self._undo.append(self.dispatcher.register_def(parsed, site, owner=self._token, alias_analysis=kind))
         return name
 
@@ -236,6 +236,11 @@ class Library:
             )
 
     def _claim_namespace(self) -> None:
+        """``Dispatcher::registerLibrary``. PyTorch claims the namespace when the Library is made; the lab
+        waits for its first ``define``, so that re-running a notebook cell ``lib = Library("myops", "DEF")``
+        works (rebinding ``lib`` drops the old library after the new one is made, before its define)."""
+        if self._owns_namespace:
+            return
         owner = self.dispatcher.namespace_owners.get(self.ns)
         if owner is not None and not owner.closed:
             raise RuntimeError(
