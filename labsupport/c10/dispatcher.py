@@ -397,25 +397,26 @@ class Dispatcher:
         op.add_kernel(key, registration)
 
         def undo() -> None:
-            op.remove_kernel(key, registration)
-            self._forget_if_empty(op)
+            op.remove_kernel(key, registration, update=False)
+            self._forget_if_empty(op)  # drops the operator, or rebuilds its table
 
         return undo
 
     def register_fallback(
-        self, key: DispatchKey | str, kernel: KernelFunction, debug: str, owner: object
+        self, key: DispatchKey | str, kernel: KernelFunction, debug: str, owner: object, site: str = ""
     ) -> Callable[[], None]:
         """A backend fallback for every operator (``registerFallback``); alias keys expand to their keys."""
         key = parse_dispatch_key(key)
         keys = runtime_keys_of_alias(key) if key.is_alias else (key,)
-        registration = Registration(kernel, debug, owner)
+        registration = Registration(kernel, debug, owner, site)
         slots = []
         for runtime_key in keys:
             slot = SLOT_KEYS.index(runtime_key)
-            if self.fallbacks[slot] is not None:
+            previous = self.fallbacks[slot]
+            if previous is not None:
                 raise RuntimeError(
                     f"Tried to register multiple backend fallbacks for the same dispatch key {runtime_key.name}; "
-                    f"previous registration {self.fallbacks[slot].debug}, new registration {debug}"
+                    f"previous registration {previous.shown}, new registration {registration.shown}"
                 )
             slots.append(slot)
         for slot in slots:
@@ -559,21 +560,25 @@ def _warn_override(op: OperatorEntry, key: DispatchKey, previous: Registration, 
     if op.schema is not None:
         operator = f"{op.schema}\n    {op.schema_debug}"
     else:
-        operator = f"{op.full_name}"
+        operator = f"{op.full_name}\n    no debug info"
     warnings.warn(
         "Warning only once for all operators,  other operators may also be overridden.\n"
         "  Overriding a previously registered kernel for the same operator and the same dispatch key\n"
         f"  operator: {operator}\n"
         f"  dispatch key: {key.name}\n"
-        f"  previous kernel: {_warning_name(previous)}\n"
+        f"  previous kernel: {_warning_name(previous, previous=True)}\n"
         f"       new kernel: {_warning_name(new)}",
         UserWarning,
         stacklevel=_stacklevel_outside_c10(),
     )
 
 
-def _warning_name(registration: Registration) -> str:
-    return registration.site if registration.kernel.python and dump_style.pytorch else registration.debug
+def _warning_name(registration: Registration, previous: bool = False) -> str:
+    if registration.kernel.python and dump_style.pytorch:
+        # PyTorch 2.13 names an overridden Python kernel "no debug info" in this warning (its dump
+        # still shows the site); the PyTorch style copies that.
+        return "no debug info" if previous else registration.site
+    return registration.debug
 
 
 def reset_override_warning() -> None:

@@ -191,8 +191,9 @@ class Library:
             kernel = KernelFunction.from_unboxed(fallthrough_kernel)
         else:
             kernel = KernelFunction.from_boxed(fn, with_keyset=with_keyset)
+            kernel.python = True
         debug = site if kernel.is_fallthrough else kernel.debug
-        self._undo.append(self.dispatcher.register_fallback(key, kernel, debug, owner=self._token))
+        self._undo.append(self.dispatcher.register_fallback(key, kernel, debug, owner=self._token, site=self.site))
 
     # ---- lifetime ----
     def close(self) -> None:

@@ -176,49 +176,55 @@ class OperatorEntry:
         self.kernels.setdefault(key, []).append(registration)
         self.update_table()
 
-    def remove_kernel(self, key: DispatchKey, registration: Registration) -> None:
+    def remove_kernel(self, key: DispatchKey, registration: Registration, *, update: bool = True) -> None:
         registrations = self.kernels.get(key, [])
         if registration in registrations:
             registrations.remove(registration)
             if not registrations:
                 del self.kernels[key]
-        self.update_table()
+        if update:
+            self.update_table()
 
     # ---- table computation (computeDispatchTableEntryWithDebug) ----
     def compute_entry(self, key: DispatchKey) -> tuple[Registration | None, str]:
         """The (registration, label) PyTorch's precedence picks for one slot key."""
         return self._compute(key, *self._summary())
 
-    def _summary(self) -> tuple[dict[DispatchKey, Registration], list[int]]:
+    def _summary(self) -> tuple[Any, list[int]]:
+        """The newest kernel per key, as (direct kernels by slot index, the six alias kernels), and the
+        raw key sets of the runtime keys that have kernels. Slot indices keep enum hashing off the loop."""
         newest = {k: regs[-1] for k, regs in self.kernels.items() if regs}
         backend_raws = [_RAW[k] for k in newest if not k.is_alias]
-        return newest, backend_raws
+        direct = {_SLOT_OF[k]: r for k, r in newest.items() if not k.is_alias}
+        aliases = tuple(newest.get(a) for a in (CEANF, CEA, CIANT, CIA, AUTOGRAD, FTBD))
+        return (direct, aliases), backend_raws
 
-    def _compute(
-        self, key: DispatchKey, newest: dict[DispatchKey, Registration], backend_raws: list[int]
-    ) -> tuple[Registration | None, str]:
-        slot = _SLOT_OF[key]
+    def _compute(self, key: DispatchKey, newest: Any, backend_raws: list[int]) -> tuple[Registration | None, str]:
+        return self._compute_slot(_SLOT_OF[key], newest, backend_raws)
+
+    def _compute_slot(self, slot: int, newest: Any, backend_raws: list[int]) -> tuple[Registration | None, str]:
+        direct_by_slot, (ceanf, cea, ciant, cia, autograd, ftbd) = newest
         in_ceanf, in_cea, in_ciant, in_cia, in_autograd, served = _SLOT_FLAGS[slot]
         if slot:  # not Undefined
-            direct = newest.get(key)
+            direct = direct_by_slot.get(slot)
             if direct is not None:
                 return direct, "kernel"
-        if in_ceanf and CEANF in newest:
-            return newest[CEANF], "default backend kernel"
-        if in_cea and CEA in newest:
-            return newest[CEA], "default backend kernel"
-        if in_ciant and CIANT in newest:
-            return newest[CIANT], "nested kernel"
-        if in_cia and CIA in newest:
+        if in_ceanf and ceanf is not None:
+            return ceanf, "default backend kernel"
+        if in_cea and cea is not None:
+            return cea, "default backend kernel"
+        if in_ciant and ciant is not None:
+            return ciant, "nested kernel"
+        if in_cia and cia is not None:
             if slot == _AUTOGRAD_OTHER_SLOT and any(AUTOGRAD_OTHER_BACKENDS & r == r for r in backend_raws):
                 return None, "ambiguous autogradother"
-            has_backend_kernel = CEA in newest or any(served & r == r for r in backend_raws)
+            has_backend_kernel = cea is not None or any(served & r == r for r in backend_raws)
             if not has_backend_kernel:
-                return newest[CIA], "math kernel"
-        if in_autograd and AUTOGRAD in newest:
-            return newest[AUTOGRAD], "autograd kernel"
-        if slot == _FUNCTORCH_BATCHED_SLOT and FTBD in newest:
-            return newest[FTBD], "batched kernel"
+                return cia, "math kernel"
+        if in_autograd and autograd is not None:
+            return autograd, "autograd kernel"
+        if slot == _FUNCTORCH_BATCHED_SLOT and ftbd is not None:
+            return ftbd, "batched kernel"
         fallback = self.dispatcher.fallbacks[slot]
         if fallback is not None:
             return fallback, "backend fallback"
@@ -237,27 +243,13 @@ class OperatorEntry:
     def update_table(self) -> None:
         """Recompute every slot and the fallthrough masks (``updateDispatchTableFull_``)."""
         table: list[TableEntry] = []
-        mask = FULL
-        per_backend = [FULL] * 16
-        needs_per_backend = False
         newest, backend_raws = self._summary()
-        for key in SLOT_KEYS:
-            registration, label = self._compute(key, newest, backend_raws)
-            entry = self._make_entry(key, registration, label)
-            table.append(entry)
-            if entry.is_fallthrough:
-                functionality, backend = RUNTIME_SPLIT[key]
-                bit = functionality_bit(functionality)
-                if backend is None:
-                    mask &= ~bit
-                    per_backend = [m & ~bit for m in per_backend]
-                else:
-                    per_backend[backend] &= ~bit
-                    needs_per_backend = True
+        for slot, key in enumerate(SLOT_KEYS):
+            registration, label = self._compute_slot(slot, newest, backend_raws)
+            table.append(self._make_entry(key, registration, label))
         assert len(table) == NUM_RUNTIME_ENTRIES
         self.table = table
-        self.mask = mask
-        self.backend_masks = per_backend if needs_per_backend else None
+        self.mask, self.backend_masks = _masks_of(table)
 
     def check_invariants(self) -> None:
         """``OperatorEntry::checkInvariants``: the stored table and masks are what a rebuild computes now."""
@@ -268,19 +260,14 @@ class OperatorEntry:
                 raise RuntimeError(f"{self.full_name}: an empty kernel list is left for {key.name}")
         newest, backend_raws = self._summary()
         for slot, (key, entry) in enumerate(zip(SLOT_KEYS, self.table)):
-            registration, label = self._compute(key, newest, backend_raws)
+            registration, label = self._compute_slot(slot, newest, backend_raws)
             if entry.key is not key or entry.registration is not registration or entry.label != label:
                 expected = registration.shown if registration is not None else label
                 raise RuntimeError(
                     f"{self.full_name}: the dispatch table entry for {key.name} (slot {slot}) is stale: it holds "
                     f"{entry.kernel_name} [{entry.label}] but the registrations give {expected} [{label}]"
                 )
-        saved = (self.table, self.mask, self.backend_masks)
-        self.update_table()
-        fresh = (self.mask, self.backend_masks)
-        self.table = saved[0]
-        self.mask, self.backend_masks = saved[1], saved[2]
-        if fresh != (saved[1], saved[2]):
+        if _masks_of(self.table) != (self.mask, self.backend_masks):
             raise RuntimeError(f"{self.full_name}: the fallthrough mask does not match the table's fallthrough entries")
 
     def fallthrough_mask(self, ks: int) -> int:
@@ -428,6 +415,24 @@ class OperatorEntry:
         return tuple(bound)
 
 
+
+
+def _masks_of(table: list[TableEntry]) -> tuple[int, list[int] | None]:
+    """``nonFallthroughKeys_`` and, when a per-backend key is a fallthrough, ``nonFallthroughKeysPerBackend_``."""
+    mask = FULL
+    per_backend = [FULL] * 16
+    needs_per_backend = False
+    for entry in table:
+        if entry.is_fallthrough:
+            functionality, backend = RUNTIME_SPLIT[entry.key]
+            bit = functionality_bit(functionality)
+            if backend is None:
+                mask &= ~bit
+                per_backend = [m & ~bit for m in per_backend]
+            else:
+                per_backend[backend] &= ~bit
+                needs_per_backend = True
+    return mask, (per_backend if needs_per_backend else None)
 
 
 def _missing_reporter(op: OperatorEntry) -> Callable[..., Any]:
