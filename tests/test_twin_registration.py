@@ -13,7 +13,7 @@
 Only registration sites in these test files may differ (``registration_twin.normalise``).
 
 Not translated: ``test_multiple_def_alias_defaulting`` (needs the legacy ``RegisterOperators`` API the
-lab does not have; on 2.13 it no longer raises, so the suite's expectation there is stale) and
+lab does not have: a legacy def alone dumps ``alias analysis kind: CONSERVATIVE (default)``) and
 ``test_find_dangling_impls_ext`` (needs a compiled C++ extension; ``test_dangling_impl_from_a_namespace_typo``
 checks the same thing with a lab registration).
 """
