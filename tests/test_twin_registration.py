@@ -361,6 +361,18 @@ def test_library_signature_matches_torch_library(torch_ref):
         assert mine == theirs, name
 
 
+def test_twin_define_returns_the_name_without_overload(torch_side):
+    for side in (tw.LabSide(), torch_side):
+        lib = side.library("__twin_names__", "FRAGMENT")
+        names = [lib.define("foo.bar(Tensor x) -> Tensor"), lib.define("baz(Tensor x) -> Tensor")]
+        side.close(lib)
+        assert names == ["foo", "baz"], side.name
+    # A namespace written in the schema is kept ("ns::baz"), as torch.library returns it (2.13 then fails
+    # to destroy that library: its cache cleanup splits "ns::ns::baz"), so this one is checked on the lab only.
+    with lab.Library("__twin_names__", "FRAGMENT") as lib:
+        assert lib.define("__twin_names__::baz(Tensor x) -> Tensor") == "__twin_names__::baz"
+
+
 # ------------------------------------------------------------------ reference file
 
 

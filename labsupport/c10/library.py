@@ -84,7 +84,8 @@ class Library:
 
     # ---- registration ----
     def define(self, schema: str, alias_analysis: str = "", *, tags: tuple[Any, ...] = ()) -> str:
-        """``m.def(schema)``: declare an operator. Returns its name as written in the schema.
+        """``m.def(schema)``: declare an operator. Returns its name as written, without the overload
+        (``"foo"`` for ``"foo.bar(...)"``), as ``torch.library.Library.define`` does.
 
         ``alias_analysis`` is ``""`` / ``"FROM_SCHEMA"`` (the default), ``"CONSERVATIVE"`` or
         ``"PURE_FUNCTION"`` (C++ ``torch::schema(..., AliasAnalysisKind::PURE_FUNCTION)``; PyTorch's
@@ -120,7 +121,8 @@ class Library:
         if self.kind == "DEF":
             self._claim_namespace()
         self._undo.append(self.dispatcher.register_def(parsed, site, owner=self._token, alias_analysis=kind))
-        return name
+        prefix, sep, last = name.rpartition("::")
+        return prefix + sep + last.split(".")[0]  # as torch.library: the name as written, without overload
 
     def impl(
         self,
