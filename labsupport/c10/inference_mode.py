@@ -24,7 +24,6 @@ from labsupport.c10.dispatch_key import DispatchKey
 from labsupport.c10.dispatch_key_set import FULL, FUNCTIONALITY_BITS, DispatchKeySet, autograd_dispatch_keyset
 from labsupport.c10.tls import tls
 
-_grad = autograd_state
 _AD_INPLACE_OR_VIEW = int(DispatchKeySet(DispatchKey.ADInplaceOrView))
 _AUTOGRAD = int(autograd_dispatch_keyset)
 
@@ -38,12 +37,12 @@ class InferenceMode:
         self._enabled = enabled
 
     def __enter__(self) -> InferenceMode:
-        self._saved = (tls.snapshot(), _grad._state.enabled, autograd_state.is_inference_mode_enabled())
+        self._saved = (tls.snapshot(), autograd_state._state.enabled, autograd_state.is_inference_mode_enabled())
         if self._enabled:
             included, _, excluded = tls.sets
             excluded |= _AUTOGRAD
             tls.restore((included & ~_AD_INPLACE_OR_VIEW, FULL & ~(excluded & FUNCTIONALITY_BITS), excluded))
-            _grad._state.enabled = False
+            autograd_state._state.enabled = False
             autograd_state.set_inference_mode_enabled(True)
         return self
 
@@ -52,7 +51,7 @@ class InferenceMode:
     ) -> None:
         sets, grad_enabled, inference = self._saved
         tls.restore(sets)
-        _grad._state.enabled = grad_enabled
+        autograd_state._state.enabled = grad_enabled
         autograd_state.set_inference_mode_enabled(inference)
 
 

@@ -66,6 +66,8 @@ class Library:
         self.dispatch_key = parse_dispatch_key(dispatch_key) if dispatch_key else None
         self.dispatcher = dispatcher if dispatcher is not None else default_dispatcher
         self.site = caller_site()
+        # Registrations remember this token, not the library, so that dropping the last reference to
+        # a Library frees it at once (and its finalizer undoes the registrations).
         self._token = _Owner(repr(self), self.site)
         if ns == "_" and kind != "IMPL":
             macro = MACROS[kind]
@@ -74,8 +76,6 @@ class Library:
                 f"for a distinct namespace!) Did you mean to use TORCH_LIBRARY_IMPL instead?  {self._block()} "
                 "(lab) Library('_', 'IMPL') registers fallbacks and kernels for operators of any namespace."
             )
-        # Registrations remember this token, not the library, so that dropping the last reference to
-        # a Library frees it at once (and its finalizer undoes the registrations).
         self.closed = False
 
     def __repr__(self) -> str:
