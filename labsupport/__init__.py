@@ -8,6 +8,9 @@ The public API (see DESIGN.md section 4)::
     lab.FunctionSchema.parse(text)
     lab.Library(ns, kind), lab.fallthrough_kernel
     lab.dispatcher.dump(name), lab.dispatcher.dump_table(name)
+    lab.dispatcher.check_invariants(), .find_dangling_impls(), .registrations_for_dispatch_key(key)
+    lab.show_dispatch_trace()           # TORCH_SHOW_DISPATCH_TRACE (or LAB_SHOW_DISPATCH_TRACE=1)
+    lab.pytorch_dump_style()            # dumps name Python kernels by registration site, as torch.library's
     lab.PythonDispatcher()
     lab.ops.<namespace>.<op>(...)        # call any operator by name, like torch.ops
     lab.trace(), lab.stop_at(name)       # the frames of a call (gdb's bt), the real stack at a frame
@@ -33,11 +36,13 @@ from labsupport.c10.dispatch_key_set import (
     after_autograd_keyset,
     autocast_dispatch_keyset,
     autograd_dispatch_keyset,
+    register_html_view,
 )
+from labsupport.c10.dispatch_trace import set_show_dispatch_trace, show_dispatch_trace
 from labsupport.c10.dispatcher import Dispatcher, DispatchRecursionError, dispatcher
 from labsupport.c10.inference_mode import InferenceMode, is_inference_mode_enabled
 from labsupport.c10.kernel_function import KernelFunction, fallthrough_kernel
-from labsupport.c10.library import Library
+from labsupport.c10.library import Library, pytorch_dump_style
 from labsupport.c10.python_dispatcher import PythonDispatcher
 from labsupport.c10.schema import FunctionSchema, SchemaParseError
 from labsupport.c10.tls import (
@@ -54,8 +59,10 @@ from labsupport.tools import bench, profiler
 from labsupport.tools.bench import count_instructions
 from labsupport.tools.breakpoint import stop_at
 from labsupport.tools.explorer import KeySetExplorer
-from labsupport.tools.keyset_view import show_keyset
+from labsupport.tools.keyset_view import keyset_html, show_keyset
 from labsupport.tools.trace import trace
+
+register_html_view(keyset_html)  # tools' HTML key-set view, registered with c10 from above it
 
 
 def dispatch_keys(tensor: Any) -> DispatchKeySet:
@@ -149,6 +156,9 @@ __all__ = [
     "is_inference_mode_enabled",
     "ops",
     "profiler",
+    "pytorch_dump_style",
+    "set_show_dispatch_trace",
+    "show_dispatch_trace",
     "show_keyset",
     "stop_at",
     "tls_exclude_set",

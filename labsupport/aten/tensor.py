@@ -19,6 +19,7 @@ import numpy as np
 from labsupport.aten import dtype as dtypes
 from labsupport.aten.cast import cast_array
 from labsupport.aten.dtype import dtype as DType
+from labsupport.c10 import autograd_state as _autograd_state
 
 __all__ = [
     "Device", "TensorOptions", "TensorBase", "Size", "VersionCounter", "make_tensor",
@@ -82,17 +83,24 @@ def compute_key_set(device: Device | str, inference: bool = False) -> int:
 
 
 # --- inference mode hook -------------------------------------------------------------------------
-# c10's InferenceMode guard (written elsewhere in the lab) flips this flag; TensorBase._make reads
-# it to give tensors created inside the guard the inference key set. PyTorch keeps it thread-local;
-# the lab keeps one process-wide flag for speed.
+# The flag lives in c10 (c10/autograd_state.py; c10::InferenceMode flips it). TensorBase._make reads
+# this module-level copy, kept current by a subscription, to give tensors created inside the guard
+# the inference key set. PyTorch keeps it thread-local; the lab keeps one process-wide flag for speed.
 
 _inference_mode_enabled = False
 
 
-def set_inference_mode_enabled(enabled: bool) -> None:
-    """Called by the InferenceMode guard (c10/core/InferenceMode.h) on enter/exit."""
+def _follow_inference_mode(enabled: bool) -> None:
     global _inference_mode_enabled
-    _inference_mode_enabled = bool(enabled)
+    _inference_mode_enabled = enabled
+
+
+_autograd_state.on_inference_mode_change(_follow_inference_mode)
+
+
+def set_inference_mode_enabled(enabled: bool) -> None:
+    """Set c10's inference flag (what the InferenceMode guard does on enter/exit)."""
+    _autograd_state.set_inference_mode_enabled(enabled)
 
 
 def is_inference_mode_enabled() -> bool:

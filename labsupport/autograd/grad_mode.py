@@ -7,20 +7,12 @@ turning it off does not change any key set; the autograd kernels still run and s
 
 from __future__ import annotations
 
-import threading
 from types import TracebackType
 
+# The state itself lives in c10 (c10/core/AutogradState.h, GradMode.h): InferenceMode switches it.
+from labsupport.c10.autograd_state import _state, is_grad_enabled
 
-class _GradMode(threading.local):
-    enabled: bool = True
-
-
-_state = _GradMode()
-
-
-def is_grad_enabled() -> bool:
-    """``torch.is_grad_enabled()``."""
-    return _state.enabled
+__all__ = ["_state", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled"]
 
 
 class set_grad_enabled:

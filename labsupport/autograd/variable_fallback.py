@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from labsupport.autograd.node import NotImplemented, WarnNotImplemented, collect_next_edges, set_history
+from labsupport.c10.backend_fallbacks import provide_fallback_kernel
 from labsupport.c10.dispatch_key_set import DispatchKeySet, after_ADInplaceOrView_keyset, after_autograd_keyset
 from labsupport.c10.kernel_function import KernelFunction
 from labsupport.c10.tls import AutoDispatchBelowADInplaceOrView, AutoDispatchBelowAutograd
@@ -100,3 +101,8 @@ def autograd_not_implemented_inplace_or_view_fallback() -> KernelFunction:
     return KernelFunction.from_boxed(
         _inplace_or_view, with_keyset=True, debug="autogradNotImplementedInplaceOrViewFallback"
     )
+
+
+# Register the autograd fallback with c10 from this layer, as PyTorch registers its autograd fallback
+# from torch/csrc/autograd (c10 itself imports nothing from autograd).
+provide_fallback_kernel("autograd", autograd_fallback)

@@ -9,7 +9,10 @@ What each lab fallback does:
 * fallthrough (BackendSelect, ADInplaceOrView, six Autocast keys, the two VmapMode keys): never run;
   the key is masked out of every call's key set.
 * the autograd fallback (AutogradOther, AutogradCPU, ...): PyTorch's "warn" mode; see
-  ``labsupport.autograd.variable_fallback``.
+  ``labsupport.autograd.variable_fallback``. c10 does not import the autograd layer: that layer
+  provides its kernel with ``provide_fallback_kernel("autograd", fn)`` when it is imported, and every
+  dispatcher's autograd slots switch to it. Until then (c10 used on its own) the slots hold
+  ``autograd_fallback_below``, which only steps below autograd: PyTorch's "nothing" mode.
 * Meta: raises, because an operator with no Meta kernel cannot compute output shapes.
 * the others (Python, Functionalize, Conjugate, Tracer, Batched, ...) stand for machinery the lab
   does not model; each one only steps past its own key and redispatches, which is also what the real
@@ -18,6 +21,8 @@ What each lab fallback does:
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from labsupport.c10.dispatch_key import DispatchKey
@@ -93,19 +98,54 @@ def make_passthrough_fallback(key: DispatchKey) -> KernelFunction:
     return KernelFunction.from_boxed(passthrough, with_keyset=True)
 
 
+def autograd_fallback_below(op: OperatorEntry, ks: DispatchKeySet, stack: list[Any]) -> None:
+    """The autograd slots before the autograd layer provides its fallback: step below autograd
+    (``torch._C._set_autograd_fallback_mode("nothing")``)."""
+    from labsupport.c10.dispatch_key_set import after_ADInplaceOrView_keyset, after_autograd_keyset
+
+    mutates = op.schema is not None and op.schema.is_mutable
+    op.redispatch_boxed(ks & (after_autograd_keyset if mutates else after_ADInplaceOrView_keyset), stack)
+
+
+# Kernels that layers above c10 provide for a kind of fallback ("autograd"), and the dispatchers
+# whose fallbacks must follow them (weakly held: a build's dispatcher may go away).
+_provided: dict[str, Callable[..., None]] = {"autograd": autograd_fallback_below}
+_dispatchers: weakref.WeakSet[Dispatcher] = weakref.WeakSet()
+
+
+def provide_fallback_kernel(kind: str, fn: Callable[..., None]) -> None:
+    """A layer above c10 supplies the boxed kernel (``fn(op, ks, stack)``) for one kind of fallback.
+
+    Every dispatcher that installed PyTorch's start-up fallbacks switches its slots of that kind to
+    ``fn`` (the autograd layer calls this for "autograd", as PyTorch registers its autograd fallback
+    from torch/csrc/autograd).
+    """
+    _provided[kind] = fn
+    sites = {where for _, where, k in BACKEND_FALLBACKS if k == kind}
+    for dispatcher in list(_dispatchers):
+        for registration in dispatcher.fallbacks:
+            if registration is not None and registration.owner is dispatcher and registration.kernel.source in sites:
+                registration.kernel = _make_kernel(kind, DispatchKey.Undefined, registration.kernel.source)
+        dispatcher._refresh_all()
+
+
+def _make_kernel(kind: str, key: DispatchKey, where: str) -> KernelFunction:
+    if kind == "fallthrough":
+        kernel = KernelFunction.from_unboxed(fallthrough_kernel)
+    elif kind in _provided:
+        kernel = KernelFunction.from_boxed(_provided[kind], with_keyset=True)
+    elif kind == "meta":
+        kernel = KernelFunction.from_boxed(meta_fallback, with_keyset=True)
+    else:
+        kernel = make_passthrough_fallback(key)
+    kernel.source = where
+    return kernel
+
+
 def install_backend_fallbacks(dispatcher: Dispatcher) -> None:
     """Register PyTorch's start-up fallbacks on a fresh dispatcher."""
-    from labsupport.autograd.variable_fallback import autograd_fallback
-
+    _dispatchers.add(dispatcher)
     for name, where, kind in BACKEND_FALLBACKS:
         key = DispatchKey[name]
-        if kind == "fallthrough":
-            kernel = KernelFunction.from_unboxed(fallthrough_kernel)
-        elif kind == "autograd":
-            kernel = KernelFunction.from_boxed(autograd_fallback, with_keyset=True)
-        elif kind == "meta":
-            kernel = KernelFunction.from_boxed(meta_fallback, with_keyset=True)
-        else:
-            kernel = make_passthrough_fallback(key)
-        kernel.source = where
+        kernel = _make_kernel(kind, key, where)
         dispatcher.register_fallback(key, kernel, f"registered at {where}", owner=dispatcher)

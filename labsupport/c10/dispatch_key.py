@@ -191,6 +191,13 @@ def parse_dispatch_key(name: str | DispatchKey) -> DispatchKey:
     except KeyError:
         import difflib
 
-        close = difflib.get_close_matches(name, DispatchKey.__members__, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise ValueError(f"unknown dispatch key {name!r}.{hint}") from None
+        close = difflib.get_close_matches(str(name), DispatchKey.__members__, n=3)
+        hint = f" (lab) Did you mean {', '.join(close)}?" if close else " (lab) Not a dispatch key name."
+        raise DispatchKeyParseError(f"could not parse dispatch key: {name}.{hint}") from None
+
+
+class DispatchKeyParseError(RuntimeError, ValueError):
+    """``c10::parseDispatchKey``'s error: PyTorch raises RuntimeError "could not parse dispatch key: X".
+
+    It is also a ValueError, so code written against the lab's earlier error keeps working.
+    """

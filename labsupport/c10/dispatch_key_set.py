@@ -15,7 +15,7 @@ kernel or a learner wants to look at the set.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from labsupport.c10.dispatch_key import (
     BACKENDS,
@@ -207,10 +207,18 @@ class DispatchKeySet(int):
         """
         return compact_repr(int(self))
 
-    def _repr_html_(self) -> str:
-        from labsupport.tools.keyset_view import keyset_html
+    def _repr_html_(self) -> str | None:
+        # The HTML view lives in labsupport/tools and registers itself (register_html_view): c10
+        # imports nothing above it. Without a view, Jupyter shows the repr.
+        return _HTML_VIEW[0](self) if _HTML_VIEW else None
 
-        return keyset_html(self)
+
+_HTML_VIEW: list[Callable[[DispatchKeySet], str]] = []
+
+
+def register_html_view(view: Callable[[DispatchKeySet], str]) -> None:
+    """Let a layer above c10 (the lab's tools) render key sets as HTML in notebooks."""
+    _HTML_VIEW[:] = [view]
 
 
 def _as_raw(value: object) -> int:

@@ -34,7 +34,7 @@ from labsupport.c10.dispatch_key_set import (
 )
 from labsupport.c10.instantiate import instantiate
 from labsupport.c10.kernel_function import KernelFunction
-from labsupport.c10.operator_entry import OperatorEntry, Registration, describe_keys
+from labsupport.c10.operator_entry import OperatorEntry, Registration, describe_keys, dump_style
 from labsupport.c10.tls import tls
 
 _wrap = DispatchKeySet.from_raw
@@ -57,6 +57,7 @@ class DispatchEvent:
     """What observers see for one dispatch: the parts of the key set and the chosen kernel."""
 
     __slots__ = (
+        "boxed",
         "depth",
         "end",
         "entry",
@@ -83,6 +84,7 @@ class DispatchEvent:
         self.entry = op.table[_slot(key_set)]
         self.key = self.entry.key
         self.redispatch = redispatch
+        self.boxed = False  # callBoxed / redispatchBoxed
         self.start = self.end = 0.0
         self.depth = 0
         self.payload: dict[str, Any] = {}
@@ -260,7 +262,7 @@ class Dispatcher:
             def run() -> None:
                 registration.kernel.call_boxed(op, ks, stack)
 
-            self._observe(op, tensor_ks, ks, redispatch, run)
+            self._observe(op, tensor_ks, ks, redispatch, run, boxed=True)
             return
         registration.kernel.call_boxed(op, ks, stack)
 
@@ -275,9 +277,12 @@ class Dispatcher:
             return self._observe(op, tensor_ks, ks, redispatch, lambda: entry.fn(_wrap(ks), *args))
         return self._observe(op, tensor_ks, ks, redispatch, lambda: entry.fn(ks, *args))
 
-    def _observe(self, op: OperatorEntry, tensor_ks: int, ks: int, redispatch: bool, run: Callable[[], Any]) -> Any:
+    def _observe(
+        self, op: OperatorEntry, tensor_ks: int, ks: int, redispatch: bool, run: Callable[[], Any], boxed: bool = False
+    ) -> Any:
         mask = op.fallthrough_mask(tensor_ks | tls.included)
         event = DispatchEvent(op, tensor_ks, tls.included, tls.excluded, mask, ks, redispatch)
+        event.boxed = boxed
         event.depth = observers.depth
         items = list(observers.items)
         for observer in items:
@@ -302,15 +307,21 @@ class Dispatcher:
         return self.operators.get(f"{name}.{overload_name}" if overload_name else name)
 
     def find_schema_or_throw(self, name: str, overload_name: str = "") -> OperatorEntry:
-        """``findSchemaOrThrow``: the handle for a defined operator, or a clear error."""
+        """``findSchemaOrThrow``: the handle for a defined operator, or PyTorch's error and a hint."""
+        if not overload_name and "." in name.partition("::")[2]:
+            name, _, overload_name = name.rpartition(".")
         op = self.find_op(name, overload_name)
         full = f"{name}.{overload_name}" if overload_name else name
-        if op is None or op.schema is None:
+        if op is not None and op.schema is None:
+            raise op.no_schema_error()
+        if op is None:
             import difflib
 
             close = difflib.get_close_matches(full, [k for k, v in self.operators.items() if v.schema], n=3)
             hint = f" Did you mean {', '.join(close)}?" if close else ""
-            raise RuntimeError(f"Could not find schema for {full} in dispatcher {self.name!r}.{hint}")
+            raise RuntimeError(
+                f"Could not find schema for {name}.{overload_name} (lab) in dispatcher {self.name!r}.{hint}"
+            )
         return op
 
     def _entry(self, full_name: str) -> OperatorEntry:
@@ -321,19 +332,31 @@ class Dispatcher:
         return op
 
     # ---------------------------------------------------------------- registration
-    def register_def(self, schema: Any, debug: str, owner: object) -> Callable[[], None]:
-        """Define an operator (``Dispatcher::registerDef``); returns a function that undoes it."""
+    def register_def(
+        self, schema: Any, debug: str, owner: object, alias_analysis: str = "FROM_SCHEMA"
+    ) -> Callable[[], None]:
+        """Define an operator (``Dispatcher::registerDef``); returns a function that undoes it.
+
+        The operator may already exist without a schema (an ``impl`` came first, as static
+        initialisers in PyTorch run in any order); the schema then completes it.
+        """
         full_name = schema.full_name
-        op = self._entry(full_name)
-        if op.schema is not None:
+        existing = self.operators.get(full_name)
+        if existing is not None and existing.schema is not None:
             raise RuntimeError(
                 f"Tried to register an operator ({schema}) with the same name and overload name multiple "
-                f"times. Each overload's schema should only be registered with a single call to define(). "
-                f"Duplicate registration: {debug}. Original registration: {op.schema_debug}"
+                f"times. Each overload's schema should only be registered with a single call to def(). "
+                f"Duplicate registration: {debug}. Original registration: {existing.schema_debug}"
             )
+        if existing is not None:
+            for registrations in existing.kernels.values():
+                for registration in registrations:
+                    check_inferred_schema(schema, debug, registration)
+        op = self._entry(full_name)
         op.schema = schema
         op.schema_debug = debug
         op.schema_owner = owner
+        op.alias_analysis = alias_analysis
         op.dispatch_arg_indices = schema.dispatch_arg_indices
         op.update_table()
 
@@ -342,53 +365,58 @@ class Dispatcher:
                 op.schema = None
                 op.schema_debug = ""
                 op.schema_owner = None
+                op.alias_analysis = "FROM_SCHEMA"
+                op.dispatch_arg_indices = ()
                 self._forget_if_empty(op)
 
         return undo
 
     def register_impl(
-        self, full_name: str, key: DispatchKey | str, kernel: KernelFunction, debug: str, owner: object
+        self, full_name: str, key: DispatchKey | str, kernel: KernelFunction, debug: str, owner: object,
+        site: str = "",
     ) -> Callable[[], None]:
-        """Register a kernel for one key (runtime or alias); returns a function that undoes it."""
+        """Register a kernel for one key (runtime or alias); returns a function that undoes it.
+
+        The operator need not be defined yet: it then exists with ``schema: (none)`` until its
+        ``define`` arrives (``Dispatcher::registerImpl`` creates the OperatorEntry).
+        """
         key = parse_dispatch_key(key)
         if not (key.is_runtime or key.is_alias) or key is DispatchKey.Undefined:
             raise ValueError(
                 f"cannot register {full_name} to {key.name}: it is neither a runtime key nor an alias key "
                 f"(per-backend building blocks such as {key.name} need a backend, e.g. AutogradCPU)"
             )
+        registration = Registration(kernel, debug, owner, site)
+        existing_op = self.operators.get(full_name)
+        if existing_op is not None and existing_op.schema is not None:
+            check_inferred_schema(existing_op.schema, existing_op.schema_debug, registration)
         op = self._entry(full_name)
         existing = op.kernels.get(key)
         if existing:
-            warnings.warn(
-                f"Overriding a previously registered kernel for the same operator and the same dispatch key\n"
-                f"  operator: {op.full_name}\n  dispatch key: {key.name}\n"
-                f"  previous kernel: {existing[-1].debug}\n       new kernel: {debug}",
-                UserWarning,
-                stacklevel=_stacklevel_outside_c10(),
-            )
-        registration = Registration(kernel, debug, owner)
+            _warn_override(op, key, existing[-1], registration)
         op.add_kernel(key, registration)
 
         def undo() -> None:
-            op.remove_kernel(key, registration)
-            self._forget_if_empty(op)
+            op.remove_kernel(key, registration, update=False)
+            self._forget_if_empty(op)  # drops the operator, or rebuilds its table
 
         return undo
 
     def register_fallback(
-        self, key: DispatchKey | str, kernel: KernelFunction, debug: str, owner: object
+        self, key: DispatchKey | str, kernel: KernelFunction, debug: str, owner: object, site: str = ""
     ) -> Callable[[], None]:
         """A backend fallback for every operator (``registerFallback``); alias keys expand to their keys."""
         key = parse_dispatch_key(key)
         keys = runtime_keys_of_alias(key) if key.is_alias else (key,)
-        registration = Registration(kernel, debug, owner)
+        registration = Registration(kernel, debug, owner, site)
         slots = []
         for runtime_key in keys:
             slot = SLOT_KEYS.index(runtime_key)
-            if self.fallbacks[slot] is not None:
+            previous = self.fallbacks[slot]
+            if previous is not None:
                 raise RuntimeError(
                     f"Tried to register multiple backend fallbacks for the same dispatch key {runtime_key.name}; "
-                    f"previous registration {self.fallbacks[slot].debug}, new registration {debug}"
+                    f"previous registration {previous.shown}, new registration {registration.shown}"
                 )
             slots.append(slot)
         for slot in slots:
@@ -414,19 +442,53 @@ class Dispatcher:
             op.update_table()
 
     # ---------------------------------------------------------------- inspection
-    def _op_for_dump(self, name: str) -> OperatorEntry:
-        op = self.operators.get(name)
-        if op is None:
-            raise RuntimeError(f"operator {name} does not exist in dispatcher {self.name!r}")
-        return op
-
     def dump(self, name: str) -> str:
-        """The registrations of an operator (``torch._C._dispatch_dump``)."""
-        return self._op_for_dump(name).dump_state()
+        """The registrations of an operator (``torch._C._dispatch_dump``); ``""`` if it does not exist."""
+        op = self.operators.get(name)
+        return op.dump_state() if op is not None else ""
 
     def dump_table(self, name: str) -> str:
-        """The computed dispatch table of an operator (``torch._C._dispatch_dump_table``)."""
-        return self._op_for_dump(name).dump_table()
+        """The computed dispatch table of an operator (``torch._C._dispatch_dump_table``); ``""`` if none."""
+        op = self.operators.get(name)
+        return op.dump_table() if op is not None else ""
+
+    # ---------------------------------------------------------------- debugging tools
+    def check_invariants(self, name: str | None = None) -> None:
+        """``torch._C._dispatch_check_invariants(name)`` (``_dispatch_check_all_invariants`` without a name).
+
+        Checks what ``OperatorEntry::checkInvariants`` checks: every stored table entry equals the one
+        the precedence rules compute now, the fallthrough masks match the table, and the schema's
+        dispatch arguments are the ones the key extractor uses. An unknown name passes, as in PyTorch.
+        Raises ``RuntimeError`` naming the operator and the first slot that is wrong.
+        """
+        ops = [self.operators[name]] if name is not None and name in self.operators else []
+        if name is None:
+            ops = list(self.operators.values())
+        for op in ops:
+            op.check_invariants()
+
+    def find_dangling_impls(self) -> list[str]:
+        """``torch._C._dispatch_find_dangling_impls()``: dumps of operators with kernels but no schema.
+
+        Such an operator is usually a typo: ``Library("myop", "IMPL", "CPU").impl("myadd", ...)`` when
+        the namespace is ``myops``. PyTorch keeps it (its ``def`` may simply not have run yet) and so
+        does the lab; this lists them.
+        """
+        return [op.dump_state() for op in self.operators.values() if op.schema is None and op.kernels]
+
+    def registrations_for_dispatch_key(self, dispatch_key: str | DispatchKey = "") -> list[str]:
+        """``torch._C._dispatch_get_registrations_for_dispatch_key(key)``: operators with a kernel
+        registered directly to ``dispatch_key`` (every operator for ``""``), sorted by name (PyTorch's
+        order is its hash map's)."""
+        if dispatch_key == "" or dispatch_key is None:
+            return sorted(self.operators)
+        key = parse_dispatch_key(dispatch_key)
+        return sorted(name for name, op in self.operators.items() if op.kernels.get(key))
+
+    def print_registrations_for_dispatch_key(self, dispatch_key: str | DispatchKey = "") -> None:
+        """``torch._C._dispatch_print_registrations_for_dispatch_key(key)``: one name per line."""
+        for name in self.registrations_for_dispatch_key(dispatch_key):
+            print(name)
 
     def all_operator_names(self) -> list[str]:
         return sorted(name for name, op in self.operators.items() if op.schema is not None)
@@ -448,6 +510,80 @@ def pretty_source(filename: str, lineno: int) -> str:
     if filename.startswith("<"):
         return f"{filename}:{lineno}"
     return f"{base}:{lineno}"
+
+
+def check_inferred_schema(schema: Any, schema_debug: str, registration: Registration) -> None:
+    """``OperatorEntry::assertSignatureIsCorrect``: a kernel whose signature was inferred (a C++
+    function; in the lab, a KernelFunction made with ``inferred_schema``) must match the schema."""
+    inferred = registration.kernel.inferred_schema
+    if inferred is None:
+        return
+    from labsupport.c10.schema import FunctionSchema
+
+    parsed = FunctionSchema.parse("f" + inferred)
+    reason = ""
+    if len(parsed.arguments) != len(schema.arguments):
+        reason = f"The number of arguments is different. {len(schema.arguments)} vs {len(parsed.arguments)}."
+    elif len(parsed.returns) != len(schema.returns):
+        reason = f"The number of returns is different. {len(schema.returns)} vs {len(parsed.returns)}."
+    else:
+        for i, (expected, got) in enumerate(zip(schema.arguments, parsed.arguments)):
+            if str(expected.type) != str(got.type):
+                reason = f"Type mismatch in argument {i + 1}: {got.type} vs. {expected.type}"
+                break
+    if reason:
+        raise RuntimeError(
+            "Inferred operator schema for a C++ kernel function doesn't match the expected function schema.\n"
+            f"  operator: {schema.full_name}\n"
+            f"  expected schema: {schema}\n"
+            f"    {schema_debug}\n"
+            f"  inferred schema: {inferred}\n"
+            f"    {registration.debug}\n"
+            f"  reason: {reason}"
+        )
+
+
+class _OverrideWarning:
+    """PyTorch warns about an overriding kernel once per process (``TORCH_WARN_ONCE``)."""
+
+    warned = False
+
+
+def _warn_override(op: OperatorEntry, key: DispatchKey, previous: Registration, new: Registration) -> None:
+    """``OperatorEntry::registerKernel``'s warning, in PyTorch's words (once per process).
+
+    PyTorch skips it for Meta and MTIA (kernels there are overridden on purpose); so does the lab.
+    """
+    if _OverrideWarning.warned or key in (DispatchKey.Meta, DispatchKey.MTIA):
+        return
+    _OverrideWarning.warned = True
+    if op.schema is not None:
+        operator = f"{op.schema}\n    {op.schema_debug}"
+    else:
+        operator = f"{op.full_name}\n    no debug info"
+    warnings.warn(
+        "Warning only once for all operators,  other operators may also be overridden.\n"
+        "  Overriding a previously registered kernel for the same operator and the same dispatch key\n"
+        f"  operator: {operator}\n"
+        f"  dispatch key: {key.name}\n"
+        f"  previous kernel: {_warning_name(previous, previous=True)}\n"
+        f"       new kernel: {_warning_name(new)}",
+        UserWarning,
+        stacklevel=_stacklevel_outside_c10(),
+    )
+
+
+def _warning_name(registration: Registration, previous: bool = False) -> str:
+    if registration.kernel.python and dump_style.pytorch:
+        # PyTorch 2.13 names an overridden Python kernel "no debug info" in this warning (its dump
+        # still shows the site); the PyTorch style copies that.
+        return "no debug info" if previous else registration.site
+    return registration.debug
+
+
+def reset_override_warning() -> None:
+    """Let the next override warn again (PyTorch cannot; handy for tests and for re-running a cell)."""
+    _OverrideWarning.warned = False
 
 
 def _stacklevel_outside_c10() -> int:

@@ -10,15 +10,16 @@ Stands for ``c10/core/InferenceMode.h`` (``torch.inference_mode()`` in Python). 
   (``DispatchKeySet(CPU, AutocastCPU)`` for a CPU tensor).
 
 PyTorch keeps the "create inference tensors" switch thread-local; the lab keeps it process-wide
-(one flag read by ``TensorBase._make``), while the key sets and grad mode are per thread as usual.
+(``c10/autograd_state.py``; aten's ``TensorBase._make`` reads a copy it subscribes to), while the key
+sets and grad mode are per thread as usual. Like ``c10/core/InferenceMode.h``, this module imports
+nothing above c10: grad mode and the inference flag live in ``c10/autograd_state.py``.
 """
 
 from __future__ import annotations
 
 from types import TracebackType
 
-from labsupport.aten import tensor as _tensor
-from labsupport.autograd import grad_mode
+from labsupport.c10 import autograd_state
 from labsupport.c10.dispatch_key import DispatchKey
 from labsupport.c10.dispatch_key_set import FULL, FUNCTIONALITY_BITS, DispatchKeySet, autograd_dispatch_keyset
 from labsupport.c10.tls import tls
@@ -36,13 +37,13 @@ class InferenceMode:
         self._enabled = enabled
 
     def __enter__(self) -> InferenceMode:
-        self._saved = (tls.snapshot(), grad_mode._state.enabled, _tensor.is_inference_mode_enabled())
+        self._saved = (tls.snapshot(), autograd_state._state.enabled, autograd_state.is_inference_mode_enabled())
         if self._enabled:
             included, _, excluded = tls.sets
             excluded |= _AUTOGRAD
             tls.restore((included & ~_AD_INPLACE_OR_VIEW, FULL & ~(excluded & FUNCTIONALITY_BITS), excluded))
-            grad_mode._state.enabled = False
-            _tensor.set_inference_mode_enabled(True)
+            autograd_state._state.enabled = False
+            autograd_state.set_inference_mode_enabled(True)
         return self
 
     def __exit__(
@@ -50,10 +51,10 @@ class InferenceMode:
     ) -> None:
         sets, grad_enabled, inference = self._saved
         tls.restore(sets)
-        grad_mode._state.enabled = grad_enabled
-        _tensor.set_inference_mode_enabled(inference)
+        autograd_state._state.enabled = grad_enabled
+        autograd_state.set_inference_mode_enabled(inference)
 
 
 def is_inference_mode_enabled() -> bool:
     """``torch.is_inference_mode_enabled()``."""
-    return _tensor.is_inference_mode_enabled()
+    return autograd_state.is_inference_mode_enabled()

@@ -38,7 +38,10 @@ def fallthrough_kernel(*args: Any, **kwargs: Any) -> Any:
 class KernelFunction:
     """``c10::KernelFunction``: one registered kernel, unboxed and/or boxed."""
 
-    __slots__ = ("boxed", "debug", "is_ambiguous", "is_fallthrough", "source", "unboxed", "with_keyset")
+    __slots__ = (
+        "boxed", "debug", "inferred_schema", "is_ambiguous", "is_fallthrough", "python", "source", "unboxed",
+        "with_keyset",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -48,6 +51,7 @@ class KernelFunction:
         with_keyset: bool | str = False,
         debug: str = "",
         source: str = "",
+        inferred_schema: str | None = None,
     ) -> None:
         self.unboxed = unboxed
         self.boxed = boxed
@@ -56,13 +60,29 @@ class KernelFunction:
         self.source = source
         self.is_fallthrough = unboxed is fallthrough_kernel
         self.is_ambiguous = False
+        # What C++ infers from an unboxed kernel's type (``(Tensor _0) -> Tensor _0``); None: take it
+        # from the operator's schema.
+        self.inferred_schema = inferred_schema
+        # True for a plain Python callable given to Library.impl: what torch.library registers (a
+        # PythonKernelHolder). PyTorch prints such kernels as ``registered at <site> :: (none) [ boxed ]``.
+        self.python = False
 
     @classmethod
     def from_unboxed(
-        cls, fn: Callable[..., Any], *, with_keyset: bool | str = False, debug: str = ""
+        cls,
+        fn: Callable[..., Any],
+        *,
+        with_keyset: bool | str = False,
+        debug: str = "",
+        inferred_schema: str | None = None,
     ) -> KernelFunction:
-        """``makeFromUnboxedFunction``: an ordinary function with the operator's signature."""
-        return cls(unboxed=fn, with_keyset=with_keyset, debug=debug or _name_of(fn))
+        """``makeFromUnboxedFunction``: an ordinary function with the operator's signature.
+
+        ``debug`` is what dumps print for it (C++: ``CppFunction::debug()``; default: the function's
+        name); ``inferred_schema`` is the signature C++ would infer from the function's type, checked
+        against the operator's schema (``"(Tensor _0) -> Tensor _0"``).
+        """
+        return cls(unboxed=fn, with_keyset=with_keyset, debug=debug or _name_of(fn), inferred_schema=inferred_schema)
 
     @classmethod
     def from_boxed(cls, fn: Callable[..., None], *, with_keyset: bool = False, debug: str = "") -> KernelFunction:

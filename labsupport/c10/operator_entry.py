@@ -47,15 +47,40 @@ CIA, CIANT = K.CompositeImplicitAutograd, K.CompositeImplicitAutogradNestedTenso
 AUTOGRAD, FTBD = K.Autograd, K.FuncTorchBatchedDecomposition
 
 
+class DumpStyle:
+    """How dumps name a plain Python kernel (one ``Library.impl`` made from a callable).
+
+    ``pytorch = False`` (the lab's default): by the function's name and the signature the lab calls it
+    with, ``CPU: myadd_cpu :: (Tensor _0, Tensor _1) -> Tensor _0 [ boxed unboxed ]``; notebooks and
+    tools show which function runs. ``pytorch = True``: as PyTorch prints a ``torch.library`` kernel,
+    ``CPU: registered at <file>:<line> :: (none) [ boxed ]``. Kernels that name themselves (C++-style
+    ``KernelFunction`` with a ``debug``, fallbacks) print the same either way.
+    """
+
+    __slots__ = ("pytorch",)
+
+    def __init__(self) -> None:
+        self.pytorch = False
+
+
+dump_style = DumpStyle()
+
+
 class Registration:
     """One kernel registered for one key, with where it came from (``AnnotatedKernel``)."""
 
-    __slots__ = ("debug", "kernel", "owner")
+    __slots__ = ("debug", "kernel", "owner", "site")
 
-    def __init__(self, kernel: KernelFunction, debug: str, owner: object = None) -> None:
+    def __init__(self, kernel: KernelFunction, debug: str, owner: object = None, site: str = "") -> None:
         self.kernel = kernel
         self.debug = debug  # what dumps print: the kernel's name, or "registered at file:line"
         self.owner = owner
+        self.site = site or debug  # "registered at file:line" of the Library that made it
+
+    @property
+    def shown(self) -> str:
+        """The name dumps print for this kernel (see DumpStyle)."""
+        return self.site if self.kernel.python and dump_style.pytorch else self.debug
 
 
 class TableEntry:
@@ -85,7 +110,7 @@ class TableEntry:
     def kernel_name(self) -> str:
         if self.label == "ambiguous autogradother":
             return "ambiguous_autogradother"
-        return self.registration.debug if self.registration else "(missing)"
+        return self.registration.shown if self.registration else "(missing)"
 
     def __repr__(self) -> str:
         return f"<{self.key.name}: {self.kernel_name} [{self.label}]>"
@@ -130,6 +155,7 @@ class OperatorEntry:
         self.schema: FunctionSchema | None = None
         self.schema_debug = ""
         self.schema_owner: object = None
+        self.alias_analysis = "FROM_SCHEMA"  # c10::AliasAnalysisKind of the def
         self.kernels: dict[DispatchKey, list[Registration]] = {}
         self.dispatch_arg_indices: tuple[int, ...] = ()
         self.table: list[TableEntry] = []
@@ -150,49 +176,55 @@ class OperatorEntry:
         self.kernels.setdefault(key, []).append(registration)
         self.update_table()
 
-    def remove_kernel(self, key: DispatchKey, registration: Registration) -> None:
+    def remove_kernel(self, key: DispatchKey, registration: Registration, *, update: bool = True) -> None:
         registrations = self.kernels.get(key, [])
         if registration in registrations:
             registrations.remove(registration)
             if not registrations:
                 del self.kernels[key]
-        self.update_table()
+        if update:
+            self.update_table()
 
     # ---- table computation (computeDispatchTableEntryWithDebug) ----
     def compute_entry(self, key: DispatchKey) -> tuple[Registration | None, str]:
         """The (registration, label) PyTorch's precedence picks for one slot key."""
         return self._compute(key, *self._summary())
 
-    def _summary(self) -> tuple[dict[DispatchKey, Registration], list[int]]:
+    def _summary(self) -> tuple[Any, list[int]]:
+        """The newest kernel per key, as (direct kernels by slot index, the six alias kernels), and the
+        raw key sets of the runtime keys that have kernels. Slot indices keep enum hashing off the loop."""
         newest = {k: regs[-1] for k, regs in self.kernels.items() if regs}
         backend_raws = [_RAW[k] for k in newest if not k.is_alias]
-        return newest, backend_raws
+        direct = {_SLOT_OF[k]: r for k, r in newest.items() if not k.is_alias}
+        aliases = tuple(newest.get(a) for a in (CEANF, CEA, CIANT, CIA, AUTOGRAD, FTBD))
+        return (direct, aliases), backend_raws
 
-    def _compute(
-        self, key: DispatchKey, newest: dict[DispatchKey, Registration], backend_raws: list[int]
-    ) -> tuple[Registration | None, str]:
-        slot = _SLOT_OF[key]
+    def _compute(self, key: DispatchKey, newest: Any, backend_raws: list[int]) -> tuple[Registration | None, str]:
+        return self._compute_slot(_SLOT_OF[key], newest, backend_raws)
+
+    def _compute_slot(self, slot: int, newest: Any, backend_raws: list[int]) -> tuple[Registration | None, str]:
+        direct_by_slot, (ceanf, cea, ciant, cia, autograd, ftbd) = newest
         in_ceanf, in_cea, in_ciant, in_cia, in_autograd, served = _SLOT_FLAGS[slot]
         if slot:  # not Undefined
-            direct = newest.get(key)
+            direct = direct_by_slot.get(slot)
             if direct is not None:
                 return direct, "kernel"
-        if in_ceanf and CEANF in newest:
-            return newest[CEANF], "default backend kernel"
-        if in_cea and CEA in newest:
-            return newest[CEA], "default backend kernel"
-        if in_ciant and CIANT in newest:
-            return newest[CIANT], "nested kernel"
-        if in_cia and CIA in newest:
+        if in_ceanf and ceanf is not None:
+            return ceanf, "default backend kernel"
+        if in_cea and cea is not None:
+            return cea, "default backend kernel"
+        if in_ciant and ciant is not None:
+            return ciant, "nested kernel"
+        if in_cia and cia is not None:
             if slot == _AUTOGRAD_OTHER_SLOT and any(AUTOGRAD_OTHER_BACKENDS & r == r for r in backend_raws):
                 return None, "ambiguous autogradother"
-            has_backend_kernel = CEA in newest or any(served & r == r for r in backend_raws)
+            has_backend_kernel = cea is not None or any(served & r == r for r in backend_raws)
             if not has_backend_kernel:
-                return newest[CIA], "math kernel"
-        if in_autograd and AUTOGRAD in newest:
-            return newest[AUTOGRAD], "autograd kernel"
-        if slot == _FUNCTORCH_BATCHED_SLOT and FTBD in newest:
-            return newest[FTBD], "batched kernel"
+                return cia, "math kernel"
+        if in_autograd and autograd is not None:
+            return autograd, "autograd kernel"
+        if slot == _FUNCTORCH_BATCHED_SLOT and ftbd is not None:
+            return ftbd, "batched kernel"
         fallback = self.dispatcher.fallbacks[slot]
         if fallback is not None:
             return fallback, "backend fallback"
@@ -211,27 +243,32 @@ class OperatorEntry:
     def update_table(self) -> None:
         """Recompute every slot and the fallthrough masks (``updateDispatchTableFull_``)."""
         table: list[TableEntry] = []
-        mask = FULL
-        per_backend = [FULL] * 16
-        needs_per_backend = False
         newest, backend_raws = self._summary()
-        for key in SLOT_KEYS:
-            registration, label = self._compute(key, newest, backend_raws)
-            entry = self._make_entry(key, registration, label)
-            table.append(entry)
-            if entry.is_fallthrough:
-                functionality, backend = RUNTIME_SPLIT[key]
-                bit = functionality_bit(functionality)
-                if backend is None:
-                    mask &= ~bit
-                    per_backend = [m & ~bit for m in per_backend]
-                else:
-                    per_backend[backend] &= ~bit
-                    needs_per_backend = True
+        for slot, key in enumerate(SLOT_KEYS):
+            registration, label = self._compute_slot(slot, newest, backend_raws)
+            table.append(self._make_entry(key, registration, label))
         assert len(table) == NUM_RUNTIME_ENTRIES
         self.table = table
-        self.mask = mask
-        self.backend_masks = per_backend if needs_per_backend else None
+        self.mask, self.backend_masks = _masks_of(table)
+
+    def check_invariants(self) -> None:
+        """``OperatorEntry::checkInvariants``: the stored table and masks are what a rebuild computes now."""
+        if self.schema is not None and self.dispatch_arg_indices != self.schema.dispatch_arg_indices:
+            raise RuntimeError(f"{self.full_name}: dispatch argument positions do not match the schema {self.schema}")
+        for key, registrations in self.kernels.items():
+            if not registrations:
+                raise RuntimeError(f"{self.full_name}: an empty kernel list is left for {key.name}")
+        newest, backend_raws = self._summary()
+        for slot, (key, entry) in enumerate(zip(SLOT_KEYS, self.table)):
+            registration, label = self._compute_slot(slot, newest, backend_raws)
+            if entry.key is not key or entry.registration is not registration or entry.label != label:
+                expected = registration.shown if registration is not None else label
+                raise RuntimeError(
+                    f"{self.full_name}: the dispatch table entry for {key.name} (slot {slot}) is stale: it holds "
+                    f"{entry.kernel_name} [{entry.label}] but the registrations give {expected} [{label}]"
+                )
+        if _masks_of(self.table) != (self.mask, self.backend_masks):
+            raise RuntimeError(f"{self.full_name}: the fallthrough mask does not match the table's fallthrough entries")
 
     def fallthrough_mask(self, ks: int) -> int:
         """The mask a call with (pre-mask) key set ``ks`` uses; per backend when needed."""
@@ -256,24 +293,34 @@ class OperatorEntry:
         return "".join(lines)
 
     def dump_state(self) -> str:
-        """The registrations, as ``torch._C._dispatch_dump`` prints them."""
-        schema = str(self.schema) if self.schema is not None else "(none)"
-        lines = [
-            f"name: {self.full_name}\n",
-            f"schema: {schema}\n",
-            f"debug: {self.schema_debug or '(none)'}\n",
-            "alias analysis kind: FROM_SCHEMA\n",
-        ]
+        """The registrations, as ``torch._C._dispatch_dump`` prints them (``OperatorEntry::dumpState``).
+
+        An operator that has kernels but no schema yet (an ``impl`` ran before its ``define``) prints
+        ``schema: (none)`` and no ``debug`` / ``alias analysis kind`` lines, as PyTorch does.
+        """
+        lines = [f"name: {self.full_name}\n"]
+        if self.schema is None:
+            lines.append("schema: (none)\n")
+        else:
+            lines.append(f"schema: {self.schema}\n")
+            lines.append(f"debug: {self.schema_debug or '(none)'}\n")
+            lines.append(f"alias analysis kind: {self.alias_analysis}\n")
         # PyTorch's kernel map iterates in DispatchKey enum order; so does this dump.
         for key, registrations in sorted(self.kernels.items(), key=lambda item: item[0].value):
             label = f"{key.name}[alias]" if key.is_alias else key.name
             for i, registration in enumerate(reversed(registrations)):
                 suffix = "" if i == 0 else " (inactive)"
-                kernel = registration.kernel
-                unboxed = kernel.unboxed is not None and not kernel.is_fallthrough
-                signature = self.inferred_signature() if unboxed else "(none)"
-                lines.append(f"{label}{suffix}: {registration.debug} :: {signature} {kernel.tags()}\n")
+                lines.append(f"{label}{suffix}: {self.describe_kernel(registration)}\n")
         return "".join(lines)
+
+    def describe_kernel(self, registration: Registration) -> str:
+        """``<debug> :: <inferred signature> [ boxed unboxed ]``: one kernel as dumps print it."""
+        kernel = registration.kernel
+        if kernel.python and dump_style.pytorch:
+            return f"{registration.site} :: (none) [ boxed ]"
+        unboxed = kernel.unboxed is not None and not kernel.is_fallthrough
+        signature = (kernel.inferred_schema or self.inferred_signature()) if unboxed else "(none)"
+        return f"{registration.debug} :: {signature} {kernel.tags()}"
 
     def inferred_signature(self) -> str:
         """What C++ infers from an unboxed kernel's type, e.g. ``(Tensor _0, Scalar _1) -> Tensor _0``."""
@@ -294,8 +341,20 @@ class OperatorEntry:
         bound = self.bind(args, kwargs)
         return self.dispatcher.call(self, self.dispatch_key_set_of(bound), *bound)
 
+    def no_schema_error(self) -> RuntimeError:
+        """``findSchemaOrThrow``'s error for an operator that has kernels but was never defined."""
+        ns, _, short = self.full_name.partition("::")
+        return RuntimeError(
+            f"Could not find schema for {self.name}.{self.overload_name} but we found an implementation; did "
+            f"you forget to def() the operator? (lab) {self.full_name} has kernels but no schema: define it first, "
+            f"with Library({ns!r}, 'DEF' or 'FRAGMENT').define(\"{short}(...) -> ...\"); "
+            "lab.dispatcher.find_dangling_impls() lists every such operator."
+        )
+
     def call(self, *args: Any) -> Any:
         """``TypedOperatorHandle::call`` with every argument given positionally in schema order."""
+        if self.schema is None:
+            raise self.no_schema_error()
         return self.dispatcher.call(self, self.dispatch_key_set_of(args), *args)
 
     def redispatch(self, ks: DispatchKeySet | int, *args: Any) -> Any:
@@ -304,6 +363,8 @@ class OperatorEntry:
 
     def call_boxed(self, stack: list[Any]) -> None:
         """``OperatorHandle::callBoxed``: arguments on a stack, results pushed back onto it."""
+        if self.schema is None:
+            raise self.no_schema_error()
         self.dispatcher.call_boxed(self, stack)
 
     def redispatch_boxed(self, ks: DispatchKeySet | int, stack: list[Any]) -> None:
@@ -327,7 +388,7 @@ class OperatorEntry:
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         """Match Python arguments to the schema: positionals, keywords, then defaults."""
         if self.schema is None:
-            raise RuntimeError(f"operator {self.full_name} has no schema: define it before calling it")
+            raise self.no_schema_error()
         from labsupport.c10.schema import parse_default
 
         schema_args = self.schema.arguments
@@ -354,6 +415,24 @@ class OperatorEntry:
         return tuple(bound)
 
 
+
+
+def _masks_of(table: list[TableEntry]) -> tuple[int, list[int] | None]:
+    """``nonFallthroughKeys_`` and, when a per-backend key is a fallthrough, ``nonFallthroughKeysPerBackend_``."""
+    mask = FULL
+    per_backend = [FULL] * 16
+    needs_per_backend = False
+    for entry in table:
+        if entry.is_fallthrough:
+            functionality, backend = RUNTIME_SPLIT[entry.key]
+            bit = functionality_bit(functionality)
+            if backend is None:
+                mask &= ~bit
+                per_backend = [m & ~bit for m in per_backend]
+            else:
+                per_backend[backend] &= ~bit
+                needs_per_backend = True
+    return mask, (per_backend if needs_per_backend else None)
 
 
 def _missing_reporter(op: OperatorEntry) -> Callable[..., Any]:

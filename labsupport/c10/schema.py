@@ -60,8 +60,10 @@ _AUGMENTED_ASSIGNMENT_NAMES = frozenset(
 _DUNDER_RE = re.compile(r"^__([^_]+)__$")
 
 
-class SchemaParseError(ValueError):
+class SchemaParseError(RuntimeError, ValueError):
     """Malformed schema text.  The message shows the text with a caret under the bad column.
+
+    A RuntimeError, as PyTorch's schema parser raises (and a ValueError, as the lab always did).
 
     Attributes: ``text`` (the whole schema), ``column`` (1-based), ``expected`` (what the
     parser wanted, e.g. ``"expected ',' or ')'"``, or the complaint for semantic errors such as
@@ -804,3 +806,46 @@ def parse_default(text: str, type_: Type) -> object:
         return float(text)
     except ValueError:
         return text
+
+
+# ----------------------------------------------------------------------------------------
+# Type names the registration API accepts (SchemaTypeParser::parseBaseType)
+# ----------------------------------------------------------------------------------------
+
+# The base type names ``torch._C.parse_schema`` accepts in 2.13 (checked by running it). A name that
+# starts with a lowercase letter and is not listed is a type variable (``t``, ``t1``), as in PyTorch.
+KNOWN_BASE_TYPES = frozenset(
+    "Tensor int float bool str complex number Scalar ScalarType Layout Device DeviceIndex MemoryFormat "
+    "Generator SymInt SymBool Storage Stream QScheme ConstQuantizerPtr Any AnyClassType AnyEnumType "
+    "Capsule None NoneType".split()
+)
+
+
+class UnknownSchemaTypeError(SchemaParseError):
+    """PyTorch's "unknown type specifier" error, with the lab's guess after it."""
+
+    def __init__(self, text: str, name: str, column: int) -> None:
+        import difflib
+
+        self.text, self.column, self.expected, self.found = text, column, "a known type", name
+        close = difflib.get_close_matches(name, sorted(KNOWN_BASE_TYPES), n=2)
+        hint = f"(lab) Did you mean {' or '.join(close)}?" if close else "(lab) Not a schema type."
+        RuntimeError.__init__(
+            self,
+            "\nunknown type specifier. Common valid schema types include Tensor, SymInt, int, float, bool, "
+            "Scalar; for a full list, please see "
+            "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/README.md#func :\n"
+            f"{text}\n{' ' * (column - 1)}{'~' * len(name)} <--- HERE\n{hint}",
+        )
+
+
+def check_known_types(schema: FunctionSchema, text: str) -> None:
+    """Refuse a schema with a type PyTorch does not know (``Tensr``), as ``m.def`` / ``Library.define`` do."""
+    open_paren = text.find("(")
+    for typ in [a.type for a in schema.arguments] + [r.type for r in schema.returns]:
+        name = typ.name
+        if name in KNOWN_BASE_TYPES or name[:1].islower():
+            continue
+        match = re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text[open_paren:])
+        column = open_paren + (match.start() if match else 0) + 1
+        raise UnknownSchemaTypeError(text, name, column)
