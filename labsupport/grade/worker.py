@@ -68,6 +68,9 @@ class Attempts:
         if event in PROCESS_EVENTS:
             self.items.append({"kind": "process", "what": PROCESS_EVENTS[event]})
             raise Refused(f"the grader does not allow starting a process ({PROCESS_EVENTS[event]})")
+        if event == "socket.__new__" and len(args) >= 2 and args[1] not in (getattr(__import__("socket"), "AF_UNIX", 1), -1):
+            self.items.append({"kind": "network", "what": "socket.socket()"})
+            raise Refused("the grader does not allow network access (socket.socket())")
         if event in NETWORK_EVENTS:
             self.items.append({"kind": "network", "what": NETWORK_EVENTS[event]})
             raise Refused(f"the grader does not allow network access ({NETWORK_EVENTS[event]})")
