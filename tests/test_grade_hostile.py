@@ -235,7 +235,9 @@ def graded(tmp_path_factory):
     mp.syspath_prepend(str(REPO))
     mp.setitem(registry.MODULES, "ex90", "tests.grade_fixture.decide")
     try:
-        results = run_folders(folders, ["ex90"], seed=7, jobs=2, settings=Settings(timeout=4, strict=True, history=False))
+        results = run_folders(
+            folders, ["ex90"], seed=7, jobs=2, settings=Settings(timeout=4, strict=True, history=False)
+        )
     finally:
         mp.undo()
     try:
@@ -400,7 +402,9 @@ def test_hints_get_more_specific_with_each_failed_attempt(tmp_path):
     """Progressive hints: the parent counts failed gradings per check in the folder's history file."""
     folder = tmp_path / "learner"
     folder.mkdir()
-    (folder / "ex90_double.py").write_text("def double(x):\n    return x * x\n\ndef shout(text):\n    return text.upper() + '!'\n")
+    (folder / "ex90_double.py").write_text(
+        "def double(x):\n    return x * x\n\ndef shout(text):\n    return text.upper() + '!'\n"
+    )
     shown = []
     for _ in range(4):
         result = run_folders({"": folder}, ["ex90"], seed=3, jobs=1, settings=Settings(timeout=10))[""]

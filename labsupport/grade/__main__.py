@@ -21,8 +21,9 @@ from labsupport.grade.runner import DEFAULT_TIMEOUT, choose_seed, resolve_exerci
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m labsupport.grade",
-        description="Grade the Dispatcher Lab exercises. Each exercise runs in its own process with a time limit.",
+        prog=".venv/bin/python -m labsupport.grade",
+        description="Grade the Dispatcher Lab exercises (`make grade` or `make grade EX=ex04` run this with the "
+        "lab's venv). Each exercise runs in its own sandboxed process with a time limit; verdicts are decided here.",
         epilog=f"Exercises: {', '.join(exercise_ids())}. Set LAB_GRADE_SEED to repeat a run's random inputs.",
     )
     parser.add_argument("exercises", nargs="*", metavar="EXERCISE", help="e.g. ex04 or 4 (default: all)")

@@ -98,7 +98,8 @@ class GradeResult:
             header = f"Dispatcher Lab grader: student {self.student} ({self.folder})"
         lines.append(header)
         if show_seed:
-            lines.append(f"seed {self.seed} (set LAB_GRADE_SEED={self.seed} to grade with the same inputs again)")
+            again = f"make grade SEED={self.seed}, or LAB_GRADE_SEED={self.seed}"
+            lines.append(f"seed {self.seed} (the same inputs again: {again})")
         for e in self.exercises:
             lines.append("")
             timing = f"  [{e.seconds:.1f} s]" if show_times else ""
@@ -205,12 +206,13 @@ def _once(message: str, number: str, explained: dict[str, str]) -> str:
     if not lines:
         return ""
     first = lines[0]
-    if first in explained and len(message) > 200:
+    key = first[:60]  # the same error, even when a count inside its message differs
+    if key in explained and len(message) > 200:
         kept = [first[:160] + ("..." if len(first) > 160 else "")]
         kept += [line for line in lines[1:] if line.startswith(("raised at", "raised in"))]
-        kept.append(f"(the full message is shown under {explained[first]})")
+        kept.append(f"(the full message is shown under {explained[key]})")
         return "\n".join(kept)
-    explained.setdefault(first, number)
+    explained.setdefault(key, number)
     return message
 
 

@@ -46,9 +46,15 @@ RESULT_CAP = 32 * MiB  # bytes on the result fd
 DISK_CAP = 64 * MiB  # bytes of files in the worker's temporary folder
 NOT_DONE = "not done yet"
 # imported by the worker before confinement (labsupport/grade/ is not readable once it is confined)
-PRELOAD = ("labsupport.torch", "labsupport.grade.instruments", "labsupport.grade.tensors", "labsupport.tools.profiler",
-           "labsupport.tools.bench", "labsupport.codegen", "labsupport.codegen.build")  # fmt: skip
-GRADE_COMMAND = "make grade (or .venv/bin/python -m labsupport.grade)"
+PRELOAD = (
+    "labsupport.torch",
+    "labsupport.grade.instruments",
+    "labsupport.grade.tensors",
+    "labsupport.tools.profiler",
+    "labsupport.tools.bench",
+    "labsupport.codegen",
+    "labsupport.codegen.build",
+)
 
 
 def default_jobs() -> int:
@@ -183,8 +189,15 @@ def _safe_run_task(task: _Task, seed: int, settings: Settings, tmp: Path, reaper
     except Exception:
         exercise = load_exercise(task.exercise_id)
         note = "the grader could not run this exercise:\n" + traceback.format_exc(limit=6)
-        result = ExerciseResult(exercise.id, exercise.number, exercise.title, exercise.filename, exercise.notebook,
-                                status="crashed", note=note)  # fmt: skip
+        result = ExerciseResult(
+            exercise.id,
+            exercise.number,
+            exercise.title,
+            exercise.filename,
+            exercise.notebook,
+            status="crashed",
+            note=note,
+        )
         for check in exercise.checks:
             result.checks.append(CheckResult(check.number, check.name, check.points, message="not run: grader error"))
         return result
@@ -214,13 +227,26 @@ def _run_task(task: _Task, seed: int, settings: Settings, tmp: Path, reaper: _Re
     box = tmp / "box"
     box.mkdir(parents=True)
     inputs = plan_inputs(exercise, seed) if two_part else {}
-    policy = Policy(tmp=str(box), read=_read_paths(folder), cpu_seconds=max(1, int(settings.timeout + 0.999)),
-                    memory_bytes=settings.memory_bytes, simulate_missing=list(settings.simulate_missing))  # fmt: skip
-    job: dict[str, Any] = {"file": str(path), "display": display, "strict": settings.strict, "policy": asdict(policy),
-                           "preload": list(PRELOAD)}  # fmt: skip
+    policy = Policy(
+        tmp=str(box),
+        read=_read_paths(folder),
+        cpu_seconds=max(1, int(settings.timeout + 0.999)),
+        memory_bytes=settings.memory_bytes,
+        simulate_missing=list(settings.simulate_missing),
+    )
+    job: dict[str, Any] = {
+        "file": str(path),
+        "display": display,
+        "strict": settings.strict,
+        "policy": asdict(policy),
+        "preload": list(PRELOAD),
+    }
     if two_part:
-        job.update(mode="observe", observer=exercise.observer,
-                   checks=[{"check": c.number, "observe": c.observe, "inputs": inputs[c.number]} for c in exercise.checks])  # fmt: skip
+        job.update(
+            mode="observe",
+            observer=exercise.observer,
+            checks=[{"check": c.number, "observe": c.observe, "inputs": inputs[c.number]} for c in exercise.checks],
+        )
     else:
         job.update(mode="legacy", module=module_name(exercise.id), seed=seed)
     outcome = _spawn(job, box, settings, reaper)
@@ -265,8 +291,9 @@ def _spawn(job: dict[str, Any], box: Path, settings: Settings, reaper: _Reaper) 
         kwargs.update(startupinfo=info, creationflags=subprocess.CREATE_NEW_PROCESS_GROUP)
     started = time.perf_counter()
     outcome = _Outcome()
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env, cwd=str(box), **kwargs)  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=str(box), **kwargs
+    )
     os.close(write_fd)
     with _live_lock:
         _live.add(proc)
@@ -386,9 +413,11 @@ def _read_all_threads(
                 _kill(proc)
                 return
 
-    threads = [threading.Thread(target=pump, args=(proc.stdout.read1, "stdout", OUTPUT_CAP), daemon=True),  # type: ignore[union-attr]
-               threading.Thread(target=pump, args=(proc.stderr.read1, "stderr", OUTPUT_CAP), daemon=True),  # type: ignore[union-attr]
-               threading.Thread(target=pump, args=(lambda n: os.read(result_fd, n), "result", RESULT_CAP), daemon=True)]  # fmt: skip
+    threads = [
+        threading.Thread(target=pump, args=(proc.stdout.read1, "stdout", OUTPUT_CAP), daemon=True),  # type: ignore[union-attr]
+        threading.Thread(target=pump, args=(proc.stderr.read1, "stderr", OUTPUT_CAP), daemon=True),  # type: ignore[union-attr]
+        threading.Thread(target=pump, args=(lambda n: os.read(result_fd, n), "result", RESULT_CAP), daemon=True),
+    ]
     for t in threads:
         t.start()
     try:
@@ -522,6 +551,7 @@ REFUSALS = {
     "signal": "your code tried to send a signal to another process ({what}); the grader does not allow that",
     "write": "your code tried to write {what}, outside its temporary folder; the grader does not allow that",
 }
+RECURSION_POINTER = "notebook 04 (seed 003) shows an Autograd kernel stepping below autograd before calling again"
 STOPPED = {
     "timeout": "timed out after {timeout:g} s",
     "output": f"stopped: your code printed more than {OUTPUT_CAP // MiB} MiB",
@@ -530,19 +560,30 @@ STOPPED = {
 }
 
 
-def _judge(exercise: Exercise, inputs: dict[str, Any], outcome: _Outcome, result: ExerciseResult, settings: Settings) -> None:
+def _judge(
+    exercise: Exercise, inputs: dict[str, Any], outcome: _Outcome, result: ExerciseResult, settings: Settings
+) -> None:
     """Turn the worker's messages into one CheckResult per check (verdicts are decided here)."""
     messages = outcome.messages
     sandbox = messages[0].get("sandbox") if messages else None  # written before any learner byte ran
     if settings.strict and (not isinstance(sandbox, dict) or sandbox.get("ok") is not True):
         missing = ", ".join(map(str, sandbox.get("missing", []))) if isinstance(sandbox, dict) else "no report"
         result.status = "sandbox-unavailable"
-        result.note = ("sandbox-unavailable: the grader could not confine the worker on this machine "
-                       f"(missing: {missing}), so it ran none of this code. Grade on Linux >= 6.7 with Landlock "
-                       "and seccomp enabled.")  # fmt: skip
+        result.note = (
+            "sandbox-unavailable: the grader could not confine the worker on this machine "
+            f"(missing: {missing}), so it ran none of this code. Grade on Linux >= 6.7 with Landlock "
+            "and seccomp enabled."
+        )
         for check in exercise.checks:
-            result.checks.append(CheckResult(check.number, check.name, check.points, message="sandbox-unavailable: not run",
-                                             status="sandbox-unavailable"))  # fmt: skip
+            result.checks.append(
+                CheckResult(
+                    check.number,
+                    check.name,
+                    check.points,
+                    message="sandbox-unavailable: not run",
+                    status="sandbox-unavailable",
+                )
+            )
         return
     asked = {c.number for c in exercise.checks}
     per_check: dict[str, list[dict[str, Any]]] = {}
@@ -573,7 +614,10 @@ def _judge(exercise: Exercise, inputs: dict[str, Any], outcome: _Outcome, result
             continue
         lines = per_check.get(check.number, [])
         if len(lines) > 1:
-            cr.message = "failed: more than one result arrived for this check (something other than the grader wrote on its result channel)"
+            cr.message = (
+                "failed: more than one result arrived for this check "
+                "(something other than the grader wrote on its result channel)"
+            )
             continue
         if not lines:
             _fail_missing(cr, check, result, outcome, started, stopped_at, import_message, settings)
@@ -600,7 +644,9 @@ def _judge(exercise: Exercise, inputs: dict[str, Any], outcome: _Outcome, result
     else:
         result.status = "done" if done else "crashed"
     if outcome.garbage or any(len(v) > 1 for v in per_check.values()):
-        result.note = (result.note + "\n" if result.note else "") + "some lines on the result channel were not the grader's and were ignored"
+        result.note = (
+            result.note + "\n" if result.note else ""
+        ) + "some lines on the result channel were not the grader's and were ignored"
 
 
 def _as_dict(value: Any) -> dict[str, Any]:
@@ -614,7 +660,9 @@ def _decide(cr: CheckResult, check: Check, inputs: Any, observed: Any, result: E
         if not isinstance(verdict, Verdict):
             raise TypeError(f"decide() returned {type(verdict).__name__}, not a Verdict")
     except Exception as error:  # garbage the observer's shape checks did not catch
-        cr.message = f"failed: the grader could not make sense of what your code returned ({type(error).__name__}: {error})"
+        cr.message = (
+            f"failed: the grader could not make sense of what your code returned ({type(error).__name__}: {error})"
+        )
         return
     cr.passed = bool(verdict.passed)
     cr.score = check.points if cr.passed else 0
@@ -632,6 +680,9 @@ def _legacy(cr: CheckResult, verdict: Any) -> None:
     cr.score = cr.points if cr.passed else 0
     cr.message = str(verdict.get("message", ""))[:20000]
     cr.hint = str(verdict.get("hint", ""))[:5000]
+    error = verdict.get("error")
+    if isinstance(error, dict) and error.get("type") == "DispatchRecursionError":
+        cr.hint = RECURSION_POINTER  # the error's own message already explains the fix: say it once
 
 
 def _fail_attempts(cr: CheckResult, attempts: Any, when: str) -> None:
@@ -668,6 +719,9 @@ def _fail_error(cr: CheckResult, error: dict[str, Any], display: str, importing:
         cr.message = f"{cr.message}\n{message}"
         return
     cr.message = message
+    if kind == "recursion" and name == "DispatchRecursionError":  # its message already explains the fix
+        cr.hint = RECURSION_POINTER
+        return
     cr.hint = {
         "not-done": f"{NOT_DONE}: this is the stub's NotImplementedError; the message above says what to write",
         "recursion": (
@@ -677,19 +731,33 @@ def _fail_error(cr: CheckResult, error: dict[str, Any], display: str, importing:
         ),
         "memory": "your code used more memory than the grader allows (about 1 GiB)",
         "exit": "your code called sys.exit() or raised SystemExit; return a value instead",
-        "refused": "the grader refused this: only your temporary folder is writable, and exercise code reads only its own folder",
+        "refused": (
+            "the grader refused this: only your temporary folder is writable, "
+            "and exercise code reads only its own folder"
+        ),
     }.get(kind, "")
 
 
-def _fail_missing(cr: CheckResult, check: Check, result: ExerciseResult, outcome: _Outcome, started: list[str],
-                  stopped_at: str | None, import_message: dict[str, Any] | None, settings: Settings) -> None:  # fmt: skip
+def _fail_missing(
+    cr: CheckResult,
+    check: Check,
+    result: ExerciseResult,
+    outcome: _Outcome,
+    started: list[str],
+    stopped_at: str | None,
+    import_message: dict[str, Any] | None,
+    settings: Settings,
+) -> None:
     """No line for this check: the worker stopped (timeout, crash, cap) before reporting it."""
     if stopped_at is not None:
         what = "timed out" if outcome.stopped == "timeout" else "stopped"
         cr.message = f"not run: grading stopped when check {stopped_at} {what}"
         return
-    where = f"check {check.number}" if check.number in started else (
-        "start-up (importing your file)" if import_message is None else f"check {check.number}")  # fmt: skip
+    where = (
+        f"check {check.number}"
+        if check.number in started
+        else ("start-up (importing your file)" if import_message is None else f"check {check.number}")
+    )
     if outcome.stopped:
         cr.message = STOPPED[outcome.stopped].format(timeout=settings.timeout)
         if outcome.stopped == "timeout":
@@ -699,7 +767,11 @@ def _fail_missing(cr: CheckResult, check: Check, result: ExerciseResult, outcome
             result.note = f"{cr.message} while running {where}"
         return
     code = outcome.returncode
-    why = "killed by the CPU-time limit" if code in (-signal.SIGXCPU, -signal.SIGKILL) and hasattr(signal, "SIGXCPU") else f"exit code {code}"
+    why = (
+        "killed by the CPU-time limit"
+        if code in (-signal.SIGXCPU, -signal.SIGKILL) and hasattr(signal, "SIGXCPU")
+        else f"exit code {code}"
+    )
     result.note = f"the grading process stopped unexpectedly ({why}) while running {where}"
     tail = (outcome.stderr or outcome.stdout).strip()
     if tail:

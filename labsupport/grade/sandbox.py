@@ -125,7 +125,9 @@ def apply_landlock(read: list[str], write: list[str]) -> int:
     else:
         attr = struct.pack("=Q", handled_fs)
     buf = ctypes.create_string_buffer(attr, len(attr))
-    ruleset = libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), buf, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
+    ruleset = libc.syscall(
+        ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), buf, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0)
+    )
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     try:
@@ -149,7 +151,9 @@ def _add_path_rule(libc: ctypes.CDLL, ruleset: int, path: str, access: int) -> N
         if not os.path.isdir(path):
             access &= _FILE_ONLY
         rule = ctypes.create_string_buffer(struct.pack("=Qi", access, fd), 12)
-        if libc.syscall(ctypes.c_long(_SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset), ctypes.c_int(1), rule, ctypes.c_uint32(0)):
+        if libc.syscall(
+            ctypes.c_long(_SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset), ctypes.c_int(1), rule, ctypes.c_uint32(0)
+        ):
             raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
     finally:
         os.close(fd)
@@ -160,20 +164,51 @@ def _add_path_rule(libc: ctypes.CDLL, ruleset: int, path: str, access: int) -> N
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # syscalls refused with EPERM (x86_64 numbers, aarch64 numbers); clone and socket are filtered on arguments
 DENIED: dict[str, tuple[int | None, int | None]] = {
-    "fork": (57, None), "vfork": (58, None), "execve": (59, 221), "execveat": (322, 281),
-    "ptrace": (101, 117), "kill": (62, 129), "tkill": (200, 130), "tgkill": (234, 131),
-    "rt_sigqueueinfo": (129, 138), "rt_tgsigqueueinfo": (297, 240), "pidfd_open": (434, 434),
-    "pidfd_send_signal": (424, 424), "setsid": (112, 157), "setpgid": (109, 154),
-    "connect": (42, 203), "bind": (49, 200), "listen": (50, 201), "unshare": (272, 97),
-    "setns": (308, 268), "mount": (165, 40), "umount2": (166, 39), "pivot_root": (155, 41),
-    "chroot": (161, 51), "setrlimit": (160, 164), "prlimit64": (302, 261), "prctl": (157, 167),
-    "process_vm_readv": (310, 270), "process_vm_writev": (311, 271), "bpf": (321, 280),
-    "io_uring_setup": (425, 425), "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
-    "userfaultfd": (323, 282), "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218),
-    "perf_event_open": (298, 241), "kexec_load": (246, 104), "init_module": (175, 105),
-    "finit_module": (313, 273), "delete_module": (176, 106), "reboot": (169, 142), "personality": (135, 92),
+    "fork": (57, None),
+    "vfork": (58, None),
+    "execve": (59, 221),
+    "execveat": (322, 281),
+    "ptrace": (101, 117),
+    "kill": (62, 129),
+    "tkill": (200, 130),
+    "tgkill": (234, 131),
+    "rt_sigqueueinfo": (129, 138),
+    "rt_tgsigqueueinfo": (297, 240),
+    "pidfd_open": (434, 434),
+    "pidfd_send_signal": (424, 424),
+    "setsid": (112, 157),
+    "setpgid": (109, 154),
+    "connect": (42, 203),
+    "bind": (49, 200),
+    "listen": (50, 201),
+    "unshare": (272, 97),
+    "setns": (308, 268),
+    "mount": (165, 40),
+    "umount2": (166, 39),
+    "pivot_root": (155, 41),
+    "chroot": (161, 51),
+    "setrlimit": (160, 164),
+    "prlimit64": (302, 261),
+    "prctl": (157, 167),
+    "process_vm_readv": (310, 270),
+    "process_vm_writev": (311, 271),
+    "bpf": (321, 280),
+    "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426),
+    "io_uring_register": (427, 427),
+    "userfaultfd": (323, 282),
+    "keyctl": (250, 219),
+    "add_key": (248, 217),
+    "request_key": (249, 218),
+    "perf_event_open": (298, 241),
+    "kexec_load": (246, 104),
+    "init_module": (175, 105),
+    "finit_module": (313, 273),
+    "delete_module": (176, 106),
+    "reboot": (169, 142),
+    "personality": (135, 92),
     "seccomp": (317, 277),
-}  # fmt: skip
+}
 CLONE = {"x86_64": 56, "aarch64": 220}
 CLONE3 = 435
 SOCKET = {"x86_64": 41, "aarch64": 198}
@@ -270,8 +305,21 @@ def status(fd: int | None = None) -> dict[str, str]:
 def read_allow_list(extra: list[str]) -> list[str]:
     """System and Python folders, the lab's package (without its grader) and ``extra``."""
     lab = Path(__file__).resolve().parents[1]  # labsupport/
-    paths = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/dev/null", "/dev/urandom",
-             sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(sys.executable).resolve().parent.parent)]  # fmt: skip
+    paths = [
+        "/usr",
+        "/lib",
+        "/lib64",
+        "/lib32",
+        "/bin",
+        "/sbin",
+        "/etc",
+        "/dev/null",
+        "/dev/urandom",
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        str(Path(sys.executable).resolve().parent.parent),
+    ]
     paths += [p for p in sys.path if p and os.path.isdir(p) and not _inside(Path(p).resolve(), lab.parent)]
     paths += [str(child) for child in lab.iterdir() if child.name != "grade"]  # never the checks
     paths += extra
@@ -312,7 +360,9 @@ def apply(policy: Policy) -> dict[str, object]:
             try:
                 apply_seccomp()
                 fields = status(status_fd)
-                report["seccomp"] = fields.get("Seccomp", "").strip() == "2" and fields.get("NoNewPrivs", "").strip() == "1"
+                report["seccomp"] = (
+                    fields.get("Seccomp", "").strip() == "2" and fields.get("NoNewPrivs", "").strip() == "1"
+                )
                 if not report["seccomp"]:
                     missing.append("seccomp (not in force after prctl)")
             except (OSError, AttributeError) as error:

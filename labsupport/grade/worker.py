@@ -68,7 +68,11 @@ class Attempts:
         if event in PROCESS_EVENTS:
             self.items.append({"kind": "process", "what": PROCESS_EVENTS[event]})
             raise Refused(f"the grader does not allow starting a process ({PROCESS_EVENTS[event]})")
-        if event == "socket.__new__" and len(args) >= 2 and args[1] not in (getattr(__import__("socket"), "AF_UNIX", 1), -1):
+        if (
+            event == "socket.__new__"
+            and len(args) >= 2
+            and args[1] not in (getattr(__import__("socket"), "AF_UNIX", 1), -1)
+        ):
             self.items.append({"kind": "network", "what": "socket.socket()"})
             raise Refused("the grader does not allow network access (socket.socket())")
         if event in NETWORK_EVENTS:
@@ -100,8 +104,15 @@ def describe(error: BaseException, path: Path, display: str, attempts: list[dict
         text = str(getattr(error, "_lab_message", None) or error).strip()
     except BaseException:  # a learner's exception whose __str__ raises
         text = "<the exception's message could not be computed>"
-    data: dict[str, Any] = {"type": kind, "message": text[:20000], "learner_line": None, "code": "",
-                            "function": "", "location": "", "kind": ""}  # fmt: skip
+    data: dict[str, Any] = {
+        "type": kind,
+        "message": text[:20000],
+        "learner_line": None,
+        "code": "",
+        "function": "",
+        "location": "",
+        "kind": "",
+    }
     try:
         frame = learner_frame(error, path)
     except BaseException:
@@ -161,11 +172,27 @@ class Channel:
             line = json.dumps(message, allow_nan=False, separators=(",", ":"))
         except (TypeError, ValueError) as error:
             check = message.get("check")
-            line = json.dumps({"check": check, "error": {"type": "TypeError", "kind": "bad-observation",
-                                                          "message": f"the observation is not plain data: {error}"}})  # fmt: skip
+            line = json.dumps(
+                {
+                    "check": check,
+                    "error": {
+                        "type": "TypeError",
+                        "kind": "bad-observation",
+                        "message": f"the observation is not plain data: {error}",
+                    },
+                }
+            )
         if len(line) > MAX_LINE:
-            line = json.dumps({"check": message.get("check"), "error": {"type": "ValueError", "kind": "bad-observation",
-                                                                        "message": "the observation is too large"}})  # fmt: skip
+            line = json.dumps(
+                {
+                    "check": message.get("check"),
+                    "error": {
+                        "type": "ValueError",
+                        "kind": "bad-observation",
+                        "message": "the observation is too large",
+                    },
+                }
+            )
         data = (line + "\n").encode()
         try:
             while data:
@@ -260,7 +287,7 @@ def main() -> int:
 
         fd = msvcrt.open_osfhandle(int(job["result_handle"]), 0)
     channel = Channel(fd)
-    sys.stdin = open(os.devnull)  # noqa: SIM115 - the job has been read; the learner gets nothing
+    sys.stdin = open(os.devnull)
     # the trusted imports, before confinement (they read files the sandbox will hide)
     import numpy  # noqa: F401
 
