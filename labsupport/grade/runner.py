@@ -106,6 +106,7 @@ class Settings:
     history: bool = True  # keep the per-folder count of failed attempts (progressive hints)
     memory_bytes: int = 1024 * MiB
     simulate_missing: tuple[str, ...] = ()  # tests only: pretend "landlock"/"seccomp" are unavailable
+    fork_server: bool | None = None  # fork workers from a zygote holding the public lab (None: Linux, >= 4 workers)
 
 
 @dataclass
@@ -144,12 +145,13 @@ def run_folders(
     _prepare_default_build()
     tasks = [_Task(key, folder, ex) for key, folder in folders.items() for ex in exercises]
     reaper = _Reaper()
+    zygotes = _start_zygotes(tasks, settings, jobs or default_jobs(), reaper)
     with (
         tempfile.TemporaryDirectory(prefix="lab-grade-") as tmp,
         ThreadPoolExecutor(max_workers=jobs or default_jobs()) as pool,
     ):
         futures = [
-            pool.submit(_safe_run_task, task, seed, settings, Path(tmp) / f"task{i}", reaper)
+            pool.submit(_safe_run_task, task, seed, settings, Path(tmp) / f"task{i}", reaper, zygotes)
             for i, task in enumerate(tasks)
         ]
         try:
@@ -160,6 +162,8 @@ def run_folders(
             kill_workers()
             raise
         finally:
+            if zygotes is not None:
+                zygotes.close()
             reaper.close()
     results: dict[str, GradeResult] = {}
     for key, folder in folders.items():
@@ -182,10 +186,30 @@ def _prepare_default_build() -> None:
         pass
 
 
-def _safe_run_task(task: _Task, seed: int, settings: Settings, tmp: Path, reaper: _Reaper) -> ExerciseResult:
+def _start_zygotes(tasks: list[_Task], settings: Settings, jobs: int, reaper: _Reaper) -> _ZygotePool | None:
+    """Fork servers for runs with several workers on Linux (``settings.fork_server``: None = automatic)."""
+    wanted = settings.fork_server
+    if wanted is None:
+        wanted = sys.platform == "linux" and len(tasks) >= 4
+    if not wanted or not hasattr(os, "fork"):
+        return None
+    modules: list[str] = list(PRELOAD)
+    for exercise_id in dict.fromkeys(t.exercise_id for t in tasks):
+        exercise = load_exercise(exercise_id)
+        two_part = all(c.plan is not None for c in exercise.checks)
+        modules.append(exercise.observer if two_part else module_name(exercise_id))  # never a decide module
+    try:
+        return _ZygotePool(min(jobs, len(tasks)), modules, reaper.token)
+    except Exception:  # fall back to a fresh interpreter per worker
+        return None
+
+
+def _safe_run_task(
+    task: _Task, seed: int, settings: Settings, tmp: Path, reaper: _Reaper, zygotes: _ZygotePool | None = None
+) -> ExerciseResult:
     """``_run_task``, but a failure of the grader itself still gives a (failed) result per check."""
     try:
-        return _run_task(task, seed, settings, tmp, reaper)
+        return _run_task(task, seed, settings, tmp, reaper, zygotes)
     except Exception:
         exercise = load_exercise(task.exercise_id)
         note = "the grader could not run this exercise:\n" + traceback.format_exc(limit=6)
@@ -217,7 +241,9 @@ def plan_inputs(exercise: Exercise, seed: int) -> dict[str, Any]:
     return inputs
 
 
-def _run_task(task: _Task, seed: int, settings: Settings, tmp: Path, reaper: _Reaper) -> ExerciseResult:
+def _run_task(
+    task: _Task, seed: int, settings: Settings, tmp: Path, reaper: _Reaper, zygotes: _ZygotePool | None = None
+) -> ExerciseResult:
     exercise = load_exercise(task.exercise_id)
     two_part = all(c.plan is not None for c in exercise.checks)
     folder = exercises_folder(task.folder.resolve())
@@ -249,7 +275,7 @@ def _run_task(task: _Task, seed: int, settings: Settings, tmp: Path, reaper: _Re
         )
     else:
         job.update(mode="legacy", module=module_name(exercise.id), seed=seed)
-    outcome = _spawn(job, box, settings, reaper)
+    outcome = _spawn(job, box, settings, reaper, zygotes)
     result.seconds = outcome.seconds
     _judge(exercise, inputs, outcome, result, settings)
     if settings.history and two_part and result.status != "sandbox-unavailable":
@@ -270,8 +296,12 @@ def _read_paths(folder: Path) -> list[str]:
 # ---- the worker process ------------------------------------------------------------------------------
 
 
-def _spawn(job: dict[str, Any], box: Path, settings: Settings, reaper: _Reaper) -> _Outcome:
+def _spawn(
+    job: dict[str, Any], box: Path, settings: Settings, reaper: _Reaper, zygotes: _ZygotePool | None = None
+) -> _Outcome:
     """Start one worker, feed it the job, and read what it says under caps and a deadline."""
+    if zygotes is not None:
+        return _spawn_forked(job, box, settings, reaper, zygotes)
     read_fd, write_fd = os.pipe()
     os.set_inheritable(read_fd, False)
     job["result_fd"] = write_fd
@@ -291,12 +321,13 @@ def _spawn(job: dict[str, Any], box: Path, settings: Settings, reaper: _Reaper) 
         kwargs.update(startupinfo=info, creationflags=subprocess.CREATE_NEW_PROCESS_GROUP)
     started = time.perf_counter()
     outcome = _Outcome()
-    proc = subprocess.Popen(
-        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=str(box), **kwargs
-    )
+    with _spawn_lock:  # a sweep never sees a worker that is started but not yet registered
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=str(box), **kwargs
+        )
+        with _live_lock:
+            _live.add(proc)
     os.close(write_fd)
-    with _live_lock:
-        _live.add(proc)
     try:
         try:
             assert proc.stdin is not None
@@ -315,6 +346,159 @@ def _spawn(job: dict[str, Any], box: Path, settings: Settings, reaper: _Reaper) 
     outcome.seconds = time.perf_counter() - started
     _parse(raw, outcome)
     return outcome
+
+
+def _spawn_forked(
+    job: dict[str, Any], box: Path, settings: Settings, reaper: _Reaper, zygotes: _ZygotePool
+) -> _Outcome:
+    """The same, with a worker forked from a zygote (a fork server holding only the public lab)."""
+    pipes = [os.pipe() for _ in range(3)]  # stdout, stderr, result
+    env = {"HOME": str(box), "TMPDIR": str(box), "LAB_GRADE_TMP": str(box)}
+    outcome = _Outcome()
+    zygote = zygotes.take()
+    started = time.perf_counter()
+    child: _ZygoteChild | None = None
+    try:
+        with _spawn_lock:
+            child = zygote.fork(job, env, [w for _r, w in pipes], [r for r, _w in pipes])
+            with _live_lock:
+                _live.add(child)  # type: ignore[arg-type]
+        for _r, w in pipes:
+            os.close(w)
+        raw = _read_all(child, pipes[2][0], started + settings.timeout, box, outcome)  # type: ignore[arg-type]
+    except BaseException:
+        zygote.broken = True
+        raise
+    finally:
+        if child is not None:
+            _kill(child)  # type: ignore[arg-type]
+            with _live_lock:
+                _live.discard(child)  # type: ignore[arg-type]
+        else:
+            for r, w in pipes:
+                for fd in (r, w):
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+        zygotes.give_back(zygote)
+        try:
+            os.close(pipes[2][0])
+        except OSError:
+            pass
+    outcome.returncode = child.returncode
+    outcome.seconds = time.perf_counter() - started
+    _parse(raw, outcome)
+    return outcome
+
+
+class _ZygoteChild:
+    """A worker forked by a zygote, seen through the part of ``Popen``'s interface the runner uses."""
+
+    def __init__(self, zygote: _Zygote, pid: int, stdout_fd: int, stderr_fd: int) -> None:
+        self.zygote, self.pid = zygote, pid
+        self.stdout = os.fdopen(stdout_fd, "rb", buffering=0)
+        self.stderr = os.fdopen(stderr_fd, "rb", buffering=0)
+        self.stdin = None
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is not None:
+            return self.returncode
+        try:
+            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            state = "Z"
+        return -1 if state in ("Z", "X") else None  # exited; the real code comes from wait()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.zygote.reap(self.pid)
+        return self.returncode
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+class _Zygote:
+    """A fork server: ``python -m labsupport.grade.worker --zygote`` with the public lab imported."""
+
+    def __init__(self, preload: list[str], token: str) -> None:
+        import socket
+
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = _worker_env(Path(tempfile.gettempdir()), token)
+        env["LAB_GRADE_ZYGOTE_FD"] = str(theirs.fileno())
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "labsupport.grade.worker", "--zygote"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=env, pass_fds=(theirs.fileno(),), start_new_session=True,
+        )  # fmt: skip
+        theirs.close()
+        self.sock = ours
+        self.sock.settimeout(120)
+        self.broken = False
+        from labsupport.grade.worker import recv_message, send_message
+
+        self._send, self._recv = send_message, recv_message
+        self._send(self.sock, {"preload": preload})
+        if not self._recv(self.sock)[0].get("ready"):
+            raise RuntimeError("the grading fork server did not start")
+
+    def fork(self, job: dict[str, Any], env: dict[str, str], fds: list[int], read_fds: list[int]) -> _ZygoteChild:
+        self._send(self.sock, {"job": job, "env": env}, fds)
+        pid = int(self._recv(self.sock)[0]["pid"])
+        return _ZygoteChild(self, pid, read_fds[0], read_fds[1])
+
+    def reap(self, pid: int) -> int | None:
+        try:
+            self._send(self.sock, {"reap": pid})
+            status = self._recv(self.sock)[0].get("status")
+        except (OSError, EOFError, ValueError):
+            self.broken = True
+            return None
+        return status if isinstance(status, int) else None
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        finally:
+            _kill(self.proc)
+
+
+class _ZygotePool:
+    """One zygote per parallel job; a zygote that failed is replaced."""
+
+    def __init__(self, size: int, preload: list[str], token: str) -> None:
+        import queue
+
+        self.preload, self.token = preload, token
+        self.idle: queue.Queue[_Zygote] = queue.Queue()
+        self.all: list[_Zygote] = []
+        for _ in range(size):
+            self._add()
+
+    def _add(self) -> None:
+        zygote = _Zygote(self.preload, self.token)
+        self.all.append(zygote)
+        self.idle.put(zygote)
+
+    def take(self) -> _Zygote:
+        return self.idle.get()
+
+    def give_back(self, zygote: _Zygote) -> None:
+        if zygote.broken or zygote.proc.poll() is not None:
+            zygote.close()
+            self._add()
+        else:
+            self.idle.put(zygote)
+
+    def close(self) -> None:
+        for zygote in self.all:
+            zygote.close()
 
 
 def _worker_env(box: Path, token: str) -> dict[str, str]:
@@ -461,6 +645,7 @@ def _parse(raw: bytes, outcome: _Outcome) -> None:
 
 _live: set[subprocess.Popen[bytes]] = set()  # workers started and not yet finished
 _live_lock = threading.Lock()
+_spawn_lock = threading.RLock()
 
 
 def kill_workers() -> None:
@@ -480,6 +665,8 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
             proc.kill()
     except (ProcessLookupError, PermissionError, OSError):
         pass
+    if isinstance(proc, _ZygoteChild):  # it may not have called setsid() yet; its pid is not reaped yet
+        proc.kill()
     try:
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:  # pragma: no cover
@@ -517,6 +704,10 @@ class _Reaper:
     def sweep(self) -> int:
         if sys.platform != "linux":
             return 0
+        with _spawn_lock:
+            return self._sweep()
+
+    def _sweep(self) -> int:
         killed = 0
         me = str(os.getpid())
         with _live_lock:
@@ -566,8 +757,8 @@ def _judge(
     """Turn the worker's messages into one CheckResult per check (verdicts are decided here)."""
     messages = outcome.messages
     sandbox = messages[0].get("sandbox") if messages else None  # written before any learner byte ran
-    if settings.strict and (not isinstance(sandbox, dict) or sandbox.get("ok") is not True):
-        missing = ", ".join(map(str, sandbox.get("missing", []))) if isinstance(sandbox, dict) else "no report"
+    if settings.strict and isinstance(sandbox, dict) and sandbox.get("ok") is not True:
+        missing = ", ".join(map(str, sandbox.get("missing", [])))
         result.status = "sandbox-unavailable"
         result.note = (
             "sandbox-unavailable: the grader could not confine the worker on this machine "
@@ -585,6 +776,8 @@ def _judge(
                 )
             )
         return
+    if not isinstance(sandbox, dict):  # the worker stopped in its own start-up: no learner code ran
+        messages = []
     asked = {c.number for c in exercise.checks}
     per_check: dict[str, list[dict[str, Any]]] = {}
     import_message: dict[str, Any] | None = None

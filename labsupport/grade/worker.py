@@ -278,29 +278,22 @@ def _freeze(error: BaseException) -> None:
     freeze_message(error)
 
 
-def main() -> int:
-    raw = sys.stdin.buffer.read()
-    job = json.loads(raw)
-    fd = int(job["result_fd"])
-    if job.get("result_handle") is not None:  # pragma: no cover - Windows
-        import msvcrt
-
-        fd = msvcrt.open_osfhandle(int(job["result_handle"]), 0)
-    channel = Channel(fd)
-    sys.stdin = open(os.devnull)
-    # the trusted imports, before confinement (they read files the sandbox will hide)
+def preload(names: list[str]) -> None:
+    """The trusted imports, before confinement (they read files the sandbox will hide)."""
     import numpy  # noqa: F401
 
     import labsupport  # noqa: F401
-    from labsupport.grade import checking  # noqa: F401
+    from labsupport.grade import checking, sandbox  # noqa: F401
+
+    for name in names:
+        importlib.import_module(name)
+
+
+def run_job(job: dict[str, Any], channel: Channel) -> int:
+    """Confine this process, then run the learner's code for one exercise (the job is already read)."""
     from labsupport.grade.sandbox import Policy, apply
 
-    for name in job.get("preload", []):
-        importlib.import_module(name)
-    if job["mode"] == "observe":
-        importlib.import_module(job["observer"])
-    else:
-        importlib.import_module(job["module"])
+    preload([*job.get("preload", []), job["observer"] if job["mode"] == "observe" else job["module"]])
     policy = Policy(**job["policy"])
     report = apply(policy)
     report["strict"] = bool(job.get("strict"))
@@ -316,6 +309,119 @@ def main() -> int:
     attempts.armed = False
     channel.send({"done": True})
     return 0
+
+
+def main() -> int:
+    if sys.argv[1:] == ["--zygote"]:
+        return serve()
+    job = json.loads(sys.stdin.buffer.read())
+    fd = int(job["result_fd"])
+    if job.get("result_handle") is not None:  # pragma: no cover - Windows
+        import msvcrt
+
+        fd = msvcrt.open_osfhandle(int(job["result_handle"]), 0)
+    sys.stdin = open(os.devnull)  # the job has been read; the learner gets nothing
+    return run_job(job, Channel(fd))
+
+
+# ---- fork server -------------------------------------------------------------------------------------
+# A zygote: a fresh interpreter started by the grader that imports only the public lab and the
+# worker-side modules (never a decide module, never an expected value), then forks one child per job.
+# The child is exactly a worker after its imports: it confines itself before any learner byte runs.
+
+
+def _recv_exact(sock: Any, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+def send_message(sock: Any, message: dict[str, Any], fds: list[int] | None = None) -> None:
+    """A length-prefixed JSON message on a unix socket, with file descriptors attached to its prefix."""
+    import socket
+
+    body = json.dumps(message).encode()
+    prefix = len(body).to_bytes(8, "big")
+    if fds:
+        socket.send_fds(sock, [prefix], fds)
+    else:
+        sock.sendall(prefix)
+    sock.sendall(body)
+
+
+def recv_message(sock: Any, max_fds: int = 0) -> tuple[dict[str, Any], list[int]]:
+    import socket
+
+    if max_fds:
+        prefix, fds, _flags, _addr = socket.recv_fds(sock, 8, max_fds)
+        if len(prefix) < 8:
+            prefix += _recv_exact(sock, 8 - len(prefix))
+    else:
+        prefix, fds = _recv_exact(sock, 8), []
+    if not prefix:
+        raise EOFError
+    return json.loads(_recv_exact(sock, int.from_bytes(prefix, "big"))), list(fds)
+
+
+def serve() -> int:
+    """The zygote loop: ``{"preload": [...]}`` once, then per job ``{"job": ...}`` with the child's stdout,
+    stderr and result fds attached (answered with the child's pid), or ``{"reap": pid}`` (answered with
+    its exit status)."""
+    import socket
+
+    from labsupport.grade.sandbox import set_parent_death_signal
+
+    set_parent_death_signal()
+    sock = socket.socket(fileno=int(os.environ.pop("LAB_GRADE_ZYGOTE_FD")))
+    config, _ = recv_message(sock)
+    preload(config.get("preload", []))
+    sys.stdin = open(os.devnull)
+    send_message(sock, {"ready": True})
+    while True:
+        try:
+            message, fds = recv_message(sock, max_fds=3)
+        except (EOFError, OSError):
+            return 0
+        if "reap" in message:
+            try:
+                _pid, status = os.waitpid(int(message["reap"]), 0)
+                code = os.waitstatus_to_exitcode(status)
+            except ChildProcessError:
+                code = None
+            send_message(sock, {"status": code})
+            continue
+        job = message["job"]
+        stdout_w, stderr_w, result_w = fds
+        pid = os.fork()
+        if pid == 0:  # the worker
+            code = 3
+            try:
+                os.setsid()
+                sock.close()
+                os.dup2(stdout_w, 1)
+                os.dup2(stderr_w, 2)
+                os.close(stdout_w)
+                os.close(stderr_w)
+                os.environ.update(message.get("env", {}))
+                job["result_fd"] = result_w
+                set_parent_death_signal()  # the zygote; it dies with the grader
+                code = run_job(job, Channel(result_w))
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                try:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                except BaseException:
+                    pass
+                os._exit(code)
+        for fd in fds:
+            os.close(fd)
+        send_message(sock, {"pid": pid})
 
 
 if __name__ == "__main__":
