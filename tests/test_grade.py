@@ -26,6 +26,7 @@ from labsupport.grade.registry import REPO_ROOT, exercise_ids, resolve
 SOLUTIONS = REPO_ROOT / "solutions"
 EXERCISES = REPO_ROOT / "exercises"
 ALL = exercise_ids()
+needs_solutions = pytest.mark.skipif(not SOLUTIONS.is_dir(), reason="the student edition has no solutions/")
 GRADESCOPE_TOP = {"score", "execution_time", "output", "output_format", "test_output_format", "test_name_format",
                   "visibility", "stdout_visibility", "extra_data", "tests", "leaderboard"}  # fmt: skip
 GRADESCOPE_TEST = {"score", "max_score", "status", "name", "name_format", "number", "output", "output_format",
@@ -81,6 +82,7 @@ def assert_gradescope_shape(results: dict) -> None:
     assert results["extra_data"]["max_score"] == sum(t["max_score"] for t in results["tests"])
 
 
+@needs_solutions
 def test_reference_solutions_score_full_marks(tmp_path):
     code, results = run(tmp_path, "--solutions")
     assert code == 0, results["output"]
@@ -100,6 +102,7 @@ def test_untouched_exercises_score_zero_with_hints(tmp_path, stubs):
         assert "NotImplementedError" in test["output"] and "not done yet" in test["output"], test
 
 
+@needs_solutions
 def test_hang_crash_and_import_errors_are_contained(tmp_path):
     folder = tmp_path / "work"
     folder.mkdir()
@@ -140,6 +143,7 @@ def test_hang_crash_and_import_errors_are_contained(tmp_path):
     assert results["extra_data"]["exercises"]["ex07"]["status"] == "crashed"
 
 
+@needs_solutions
 def test_wrong_and_hard_coded_answers_fail(tmp_path):
     folder = tmp_path / "wrong"
     folder.mkdir()
@@ -181,6 +185,7 @@ def test_wrong_and_hard_coded_answers_fail(tmp_path):
     assert results["extra_data"]["seed"] == 1234
 
 
+@needs_solutions
 def test_dropping_backend_bits_is_caught(tmp_path):
     folder = tmp_path / "bits"
     folder.mkdir()
@@ -196,6 +201,7 @@ def test_dropping_backend_bits_is_caught(tmp_path):
     assert "backend bits" in by_number["2.3"]["output"] and "DispatchKeySet.__sub__" in by_number["2.3"]["output"]
 
 
+@needs_solutions
 def test_submissions_are_graded_per_student(tmp_path, stubs):
     root = tmp_path / "submissions"
     (root / "alice" / "exercises").mkdir(parents=True)
@@ -229,6 +235,7 @@ def test_results_json_is_written_when_grading_cannot_run(tmp_path, capsys):
     assert "invalid command line" in json.loads((tmp_path / "r3.json").read_text())["output"]
 
 
+@needs_solutions
 def test_lab_grade_in_a_notebook_prints_the_same_text_every_run(capsys, stubs):
     first = lab.grade("ex02", seed=1, folder=stubs)
     text_1 = capsys.readouterr().out
@@ -273,6 +280,7 @@ def test_instrument_fallbacks_agree_with_the_lab_tools():
     assert first == instruments._settrace_count(lambda: torch.add(x, y)) > 50
 
 
+@needs_solutions
 def test_exercises_and_solutions_have_the_same_public_names():
     import ast
 
@@ -294,6 +302,7 @@ def test_exercises_and_solutions_have_the_same_public_names():
         assert public(EXERCISES / name) == public(SOLUTIONS / name), name
 
 
+@needs_solutions
 def test_one_explanation_per_error(tmp_path):
     """ex04 without stepping below autograd: the DispatchRecursionError is explained once, not per check."""
     folder = tmp_path / "recursion"
@@ -330,6 +339,7 @@ def test_load_exercise_works_from_the_notebooks_folder(tmp_path, monkeypatch):
         lab.load_exercise("ex04", folder=tmp_path)
 
 
+@needs_solutions
 def test_make_grade_uses_the_venv():
     """``make grade EX=ex02`` runs the grader with .venv/bin/python (GRADE_ARGS passes options)."""
     if shutil.which("make") is None or not (REPO_ROOT / ".venv" / ".installed").exists():
@@ -343,6 +353,7 @@ def test_make_grade_uses_the_venv():
     assert ".venv/bin/python -m labsupport.grade" in done.stdout or "Total: 10/10" in done.stdout
 
 
+@needs_solutions
 def test_stub_grading_tests_stay_green_after_the_exercises_are_solved(tmp_path):
     """A learner's clone with every exercise solved (not committed): the stub tests still pass."""
     if shutil.which("git") is None or subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],

@@ -414,3 +414,53 @@ def test_hints_get_more_specific_with_each_failed_attempt(tmp_path):
     history = json.loads((folder / ".lab-grade-history.json").read_text())
     assert history == {"ex90": {"90.1": 4}}
     shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("fork_server", [False, True], ids=["fresh-interpreter", "fork-server"])
+def test_the_worker_gets_inputs_only_and_the_parent_decides(tmp_path, monkeypatch, fork_server):
+    """What crosses to the worker is the plan's inputs; decide() runs here; no decide module is loaded in
+    the worker (fresh interpreter or fork-server child), so a learner cannot reach expected values."""
+    from labsupport.grade import runner
+    from tests.grade_fixture import decide
+
+    folder = tmp_path / "probe"
+    folder.mkdir()
+    (folder / "ex90_double.py").write_text(
+        "import sys\n"
+        "LEAKED = sorted(m for m in sys.modules if m.endswith('.decide'))\n"
+        "try:\n"
+        "    import importlib\n"
+        "    importlib.import_module('tests.grade_fixture.decide')\n"
+        "    LEAKED.append('imported decide')\n"
+        "except Exception:\n"
+        "    pass\n"
+        "def double(x):\n    return 2 * x\n"
+        "def shout(text):\n    return text.upper() + '!' if not LEAKED else repr(LEAKED)\n"
+    )
+    jobs, calls = [], []
+    spawn = runner._spawn
+
+    def spy(job, *args):
+        jobs.append(json.loads(json.dumps(job)))
+        return spawn(job, *args)
+
+    def counting(inputs, observed):
+        calls.append(os.getpid())
+        return decide.decide_words(inputs, observed)
+
+    monkeypatch.setattr(runner, "_spawn", spy)
+    check_90_2 = decide.EXERCISE.checks[1]
+    monkeypatch.setattr(decide.EXERCISE, "checks", [decide.EXERCISE.checks[0], type(check_90_2)(
+        check_90_2.number, check_90_2.name, check_90_2.points, plan=check_90_2.plan, observe=check_90_2.observe,
+        decide=counting)])  # fmt: skip
+    settings = Settings(timeout=20, history=False, fork_server=fork_server)
+    folders = {f"s{i}": folder for i in range(4 if fork_server else 1)}
+    results = run_folders(folders, ["ex90"], seed=11, jobs=2, settings=settings)
+    assert all(r.score == 3 for r in results.values()), results["s0"].report()
+    assert calls and set(calls) == {os.getpid()}  # decided in this process
+    job = jobs[0]
+    words = job["checks"][1]["inputs"]
+    text = json.dumps(job)
+    assert all(w.upper() + "!" not in text for w in words)  # no expected value in the job
+    assert set(job["checks"][0]) == {"check", "observe", "inputs"}
+    assert "decide" not in text.replace("tests.grade_fixture.observe", "")
