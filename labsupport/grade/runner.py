@@ -762,7 +762,7 @@ def _judge(
         result.status = "sandbox-unavailable"
         result.note = (
             "sandbox-unavailable: the grader could not confine the worker on this machine "
-            f"(missing: {missing}), so it ran none of this code. Grade on Linux >= 6.7 with Landlock "
+            f"(missing: {missing}), so it ran none of this code. Grade on Linux >= 5.13 with Landlock "
             "and seccomp enabled."
         )
         for check in exercise.checks:
@@ -925,10 +925,12 @@ def _fail_error(cr: CheckResult, error: dict[str, Any], display: str, importing:
         "memory": "your code used more memory than the grader allows (about 1 GiB)",
         "exit": "your code called sys.exit() or raised SystemExit; return a value instead",
         "refused": (
-            "the grader refused this: only your temporary folder is writable, "
-            "and exercise code reads only its own folder"
+            "the grader does not allow that: exercise code may read only its own folder and the lab, "
+            "and write only in its temporary folder (the current directory)"
         ),
     }.get(kind, "")
+    if kind == "refused" and error.get("filename"):
+        cr.hint = f"your code tried to open {error['filename']}; " + cr.hint
 
 
 def _fail_missing(
@@ -989,12 +991,16 @@ def _update_history(folder: Path, exercise: Exercise, result: ExerciseResult) ->
     counts = history.setdefault(exercise.id, {})
     if not isinstance(counts, dict):
         counts = history[exercise.id] = {}
+    changed = False
     for cr in result.checks:
         earlier = counts.get(cr.number, 0) if isinstance(counts.get(cr.number, 0), int) else 0
         if cr.passed or not cr.hints:  # passed, or not judged (not done, crashed): no attempt to count
             continue
         cr.hint = cr.hints[min(earlier, len(cr.hints) - 1)]
         counts[cr.number] = earlier + 1
+        changed = True
+    if not changed:
+        return
     try:
         path.write_text(json.dumps(history, indent=1, sort_keys=True) + "\n")
     except OSError:

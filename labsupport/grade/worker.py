@@ -131,8 +131,10 @@ def describe(error: BaseException, path: Path, display: str, attempts: list[dict
         data["kind"] = "memory"
     elif isinstance(error, (SystemExit, KeyboardInterrupt)):
         data["kind"] = "exit"
-    elif isinstance(error, OSError) and getattr(error, "errno", None) in (1, 13, 27):
+    elif isinstance(error, OSError) and getattr(error, "errno", None) in (1, 13):
         data["kind"] = "refused"
+        if isinstance(getattr(error, "filename", None), str):
+            data["filename"] = error.filename[:500]
     if attempts:
         data["attempts"] = attempts
     return data
