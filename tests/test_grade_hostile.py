@@ -345,20 +345,50 @@ def test_bombs_and_floods_are_stopped(graded):
     assert "File too large" in check(results, "big_file", "90.1").message
 
 
-def test_strict_grading_fails_closed_without_the_kernel_sandbox(tmp_path):
+@pytest.mark.parametrize("fork_server", [False, True], ids=["fresh-interpreter", "fork-server"])
+def test_strict_grading_fails_closed_without_the_kernel_sandbox(tmp_path, fork_server):
     """Instructor grading where Landlock (or seccomp) cannot be applied: nothing runs, every check says so."""
     folder = tmp_path / "student"
     folder.mkdir()
     marker = tmp_path / "ran.txt"
     (folder / "ex90_double.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n" + CORRECT)
     for missing in (("landlock",), ("seccomp",)):
-        settings = Settings(timeout=10, strict=True, history=False, simulate_missing=missing)
+        settings = Settings(timeout=10, strict=True, history=False, simulate_missing=missing, fork_server=fork_server)
         result = run_folders({"s": folder}, ["ex90"], seed=1, jobs=1, settings=settings)["s"]
         exercise = result["ex90"]
         assert result.score == 0 and exercise.status == "sandbox-unavailable"
         assert all(c.status == "sandbox-unavailable" and "sandbox-unavailable" in c.message for c in exercise.checks)
         assert missing[0] in exercise.note and "ran none of this code" in exercise.note
         assert not marker.exists()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the subreaper sweep is Linux's")
+@pytest.mark.parametrize("fork_server", [False, True], ids=["fresh-interpreter", "fork-server"])
+def test_nothing_outlives_a_worker_even_without_seccomp(tmp_path, fork_server):
+    """The escape of notes/grading-sandbox.md §3: fork through ctypes (no audit event), setsid, write a
+    forged file later. Without seccomp (a learner's machine) the grader's subreaper sweep kills it."""
+    import time
+
+    folder = tmp_path / "escaper"
+    folder.mkdir()
+    marker = tmp_path / "forged-later.json"
+    (folder / "ex90_double.py").write_text(
+        CORRECT
+        + textwrap.dedent(f"""
+        import ctypes, os, time
+        libc = ctypes.CDLL(None)
+        if libc.fork() == 0:
+            libc.setsid()
+            time.sleep(2)
+            open({str(marker)!r}, "w").write('{{"score": 100}}')
+            os._exit(0)
+        """)
+    )
+    settings = Settings(timeout=10, history=False, simulate_missing=("landlock", "seccomp"), fork_server=fork_server)
+    result = run_folders({"s": folder}, ["ex90"], seed=1, jobs=1, settings=settings)["s"]
+    assert result.score == 3  # the learner's answers are right; only the escape is under test
+    time.sleep(3)
+    assert not marker.exists()
 
 
 def test_a_learner_grading_their_own_work_runs_with_what_is_available(tmp_path):

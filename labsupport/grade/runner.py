@@ -196,7 +196,10 @@ def _start_zygotes(tasks: list[_Task], settings: Settings, jobs: int, reaper: _R
     modules: list[str] = list(PRELOAD)
     for exercise_id in dict.fromkeys(t.exercise_id for t in tasks):
         exercise = load_exercise(exercise_id)
-        two_part = all(c.plan is not None for c in exercise.checks)
+        try:
+            two_part = is_two_part(exercise)
+        except ValueError:
+            continue  # reported by its own task
         modules.append(exercise.observer if two_part else module_name(exercise_id))  # never a decide module
     try:
         return _ZygotePool(min(jobs, len(tasks)), modules, reaper.token)
@@ -232,6 +235,20 @@ def _safe_run_task(
 # ---- one task --------------------------------------------------------------------------------------
 
 
+def is_two_part(exercise: Exercise) -> bool:
+    """True for plan/observe/decide checks, False for old-style ones; a mixture is an authoring error."""
+    kinds = {check.plan is not None for check in exercise.checks}
+    if len(kinds) > 1:
+        raise ValueError(f"{exercise.id} mixes old-style checks (@EXERCISE.check) with two-part ones (add_check)")
+    if True in kinds:
+        if not exercise.observer:
+            raise ValueError(f"{exercise.id}: two-part checks need Exercise(observer='<worker-side module>')")
+        missing = [c.number for c in exercise.checks if not c.observe or c.decide is None]
+        if missing:
+            raise ValueError(f"{exercise.id}: checks {missing} need both observe= and decide=")
+    return True in kinds
+
+
 def plan_inputs(exercise: Exercise, seed: int) -> dict[str, Any]:
     """Each two-part check's inputs, made here from the seed (JSON round-tripped: what the worker gets)."""
     inputs: dict[str, Any] = {}
@@ -245,7 +262,7 @@ def _run_task(
     task: _Task, seed: int, settings: Settings, tmp: Path, reaper: _Reaper, zygotes: _ZygotePool | None = None
 ) -> ExerciseResult:
     exercise = load_exercise(task.exercise_id)
-    two_part = all(c.plan is not None for c in exercise.checks)
+    two_part = is_two_part(exercise)
     folder = exercises_folder(task.folder.resolve())
     path = folder / exercise.filename
     display = f"{display_name(folder)}/{exercise.filename}"
