@@ -150,6 +150,6 @@ def test_run_autograder_always_writes_results(tmp_path, bundle):
     """An empty submission: every check fails, results.json is still written."""
     results = _autograder(tmp_path / "empty", bundle, {})
     assert set(results) <= GRADESCOPE_TOP and results["score"] == 0
-    assert len(results["tests"]) == 11  # ex02's 5 checks and ex04's 6
+    assert len(results["tests"]) == len(load_exercise("ex02").checks) + len(load_exercise("ex04").checks)
     assert all(t["status"] == "failed" for t in results["tests"])
     assert "is missing" in results["tests"][0]["output"] or "sandbox-unavailable" in results["tests"][0]["output"]
