@@ -45,15 +45,21 @@ KEEP_OUTPUT = 4000  # bytes of output kept to show
 RESULT_CAP = 32 * MiB  # bytes on the result fd
 DISK_CAP = 64 * MiB  # bytes of files in the worker's temporary folder
 NOT_DONE = "not done yet"
-# imported by the worker before confinement (labsupport/grade/ is not readable once it is confined)
+# imported by the worker before confinement (labsupport/grade/ is not readable once it is confined):
+# the lab's front end and tools, and the grader's shared helpers (instruments, tensors, ...), which hold
+# no expected values; never an exercise's checks (``exNN_*``) and never a decide module
+_PARENT_ONLY = {"__init__", "__main__", "runner", "release", "gradescope", "pristine", "registry", "results"}
 PRELOAD = (
     "labsupport.torch",
-    "labsupport.grade.instruments",
-    "labsupport.grade.tensors",
     "labsupport.tools.profiler",
     "labsupport.tools.bench",
     "labsupport.codegen",
     "labsupport.codegen.build",
+    *sorted(
+        f"labsupport.grade.{p.stem}"
+        for p in Path(__file__).resolve().parent.glob("*.py")
+        if p.stem not in _PARENT_ONLY and not p.stem.startswith("ex")
+    ),
 )
 
 
