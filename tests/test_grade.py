@@ -320,7 +320,8 @@ def test_one_explanation_per_error(tmp_path):
     assert words.count("AutoNonVariableTypeMode") == 1, report  # a phrase of the error's own explanation
     assert "(the full message is shown under 4.2)" in report or "(same as 4.2)" in report
     hints = [line.strip() for line in report.splitlines() if line.strip().startswith("hint:")]
-    assert len(hints) == len(set(hints)) >= 1  # each hint once
+    shown = [h for h in hints if not h.startswith("hint: as for")]
+    assert len(shown) == len(set(shown)) >= 1  # each hint in full once, then "as for 4.x"
 
 
 def test_load_exercise_works_from_the_notebooks_folder(tmp_path, monkeypatch):
@@ -364,9 +365,8 @@ def test_stub_grading_tests_stay_green_after_the_exercises_are_solved(tmp_path):
     # the test files as they are now (possibly uncommitted), then solve every exercise in the clone
     for name in ("test_grade.py", "conftest.py"):
         shutil.copy(REPO_ROOT / "tests" / name, clone / "tests" / name)
-    for name in ("pristine.py", "runner.py", "worker.py", "sandbox.py", "results.py", "registry.py", "checking.py",
-                 "__init__.py", "__main__.py"):  # fmt: skip
-        shutil.copy(REPO_ROOT / "labsupport" / "grade" / name, clone / "labsupport" / "grade" / name)
+    for module in (REPO_ROOT / "labsupport" / "grade").glob("*.py"):  # the grader as it is now
+        shutil.copy(module, clone / "labsupport" / "grade" / module.name)
     shutil.copy(REPO_ROOT / "labsupport" / "__init__.py", clone / "labsupport" / "__init__.py")
     for solution in (clone / "solutions").glob("ex*.py"):
         shutil.copy(solution, clone / "exercises" / solution.name)

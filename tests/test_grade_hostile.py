@@ -468,7 +468,7 @@ def test_the_worker_gets_inputs_only_and_the_parent_decides(tmp_path, monkeypatc
         "def shout(text):\n    return text.upper() + '!' if not LEAKED else repr(LEAKED)\n"
     )
     jobs, calls = [], []
-    spawn = runner._spawn
+    spawn = runner.spawn
 
     def spy(job, *args):
         jobs.append(json.loads(json.dumps(job)))
@@ -478,7 +478,7 @@ def test_the_worker_gets_inputs_only_and_the_parent_decides(tmp_path, monkeypatc
         calls.append(os.getpid())
         return decide.decide_words(inputs, observed)
 
-    monkeypatch.setattr(runner, "_spawn", spy)
+    monkeypatch.setattr(runner, "spawn", spy)
     check_90_2 = decide.EXERCISE.checks[1]
     monkeypatch.setattr(decide.EXERCISE, "checks", [decide.EXERCISE.checks[0], type(check_90_2)(
         check_90_2.number, check_90_2.name, check_90_2.points, plan=check_90_2.plan, observe=check_90_2.observe,
