@@ -494,3 +494,73 @@ def test_the_worker_gets_inputs_only_and_the_parent_decides(tmp_path, monkeypatc
     assert all(w.upper() + "!" not in text for w in words)  # no expected value in the job
     assert set(job["checks"][0]) == {"check", "observe", "inputs"}
     assert "decide" not in text.replace("tests.grade_fixture.observe", "")
+
+
+def _run_bpf(program, arch: int, nr: int, args: tuple[int, ...] = ()) -> int:
+    """A classic-BPF interpreter for the few instructions the filter uses, over a struct seccomp_data."""
+    import struct
+
+    data = struct.pack("=iIQ6Q", nr, arch, 0, *(list(args) + [0] * 6)[:6])
+    pc, acc = 0, 0
+    while True:
+        code, jt, jf, k = program[pc]
+        if code == 0x20:  # ld [k]
+            acc = struct.unpack_from("=I", data, k)[0]
+        elif code == 0x06:  # ret k
+            return k
+        else:
+            taken = {0x15: acc == k, 0x35: acc >= k, 0x45: bool(acc & k)}[code]
+            pc += jt if taken else jf
+        pc += 1
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_seccomp_filter_refuses_processes_and_network_on_both_architectures(machine):
+    from labsupport.grade import sandbox
+
+    program = sandbox.seccomp_program(machine)
+    arch = sandbox.AUDIT_ARCH[machine]
+    column = 0 if machine == "x86_64" else 1
+    allow, eperm, enosys, kill = 0x7FFF0000, 0x00050001, 0x00050026, 0x80000000
+
+    def nr(name: str) -> int:
+        return sandbox.DENIED[name][column]
+
+    read_nr, clone_nr, socket_nr = (0, 56, 41) if machine == "x86_64" else (63, 220, 198)
+    assert _run_bpf(program, arch, read_nr) == allow
+    for name in ("execve", "kill", "tgkill", "setsid", "connect", "bind", "ptrace", "unshare", "prlimit64", "prctl"):
+        assert _run_bpf(program, arch, nr(name)) == eperm, name
+    if machine == "x86_64":
+        assert _run_bpf(program, arch, nr("fork")) == _run_bpf(program, arch, nr("vfork")) == eperm
+        assert _run_bpf(program, arch, 0x40000000 + 57) == kill  # the x32 ABI
+    assert _run_bpf(program, arch, clone_nr, (0x11,)) == eperm  # fork() is clone(SIGCHLD)
+    assert _run_bpf(program, arch, clone_nr, (0x3D0F00,)) == allow  # pthread_create: CLONE_THREAD set
+    assert _run_bpf(program, arch, 435) == enosys  # clone3: glibc falls back to clone
+    assert _run_bpf(program, arch, socket_nr, (1,)) == allow  # AF_UNIX
+    assert _run_bpf(program, arch, socket_nr, (2,)) == _run_bpf(program, arch, socket_nr, (10,)) == eperm
+    assert _run_bpf(program, 0x40000003, read_nr) == kill  # another architecture (i386)
+    assert len(program) < 4096  # BPF_MAXINSNS
+
+
+@pytest.mark.parametrize(
+    ("column", "header", "pattern"),
+    [
+        (0, "/usr/include/x86_64-linux-gnu/asm/unistd_64.h", r"#define __NR_(\w+) (\d+)"),
+        (1, "/usr/include/asm-generic/unistd.h", r"#define __NR(?:3264)?_(\w+) (\d+)"),
+    ],
+    ids=["x86_64", "aarch64"],
+)
+def test_the_syscall_numbers_match_the_kernel_headers(column, header, pattern):
+    import re
+
+    from labsupport.grade import sandbox
+
+    if not Path(header).exists():
+        pytest.skip(f"{header} is not installed")
+    numbers = {m.group(1): int(m.group(2)) for m in re.finditer(pattern, Path(header).read_text())}
+    for name, pair in sandbox.DENIED.items():
+        if pair[column] is not None:
+            assert numbers[name] == pair[column], name
+    machine = "x86_64" if column == 0 else "aarch64"
+    assert numbers["clone"] == sandbox.CLONE[machine] and numbers["socket"] == sandbox.SOCKET[machine]
+    assert numbers["clone3"] == sandbox.CLONE3
