@@ -4,7 +4,8 @@ nbgrader's release step, in spirit: the instructor edition is the repository; th
 a copy of it without what only instructors may see:
 
 * ``solutions/`` (the reference answers);
-* the per-exercise grader tests ``tests/test_grade_ex*.py`` (they hold the answers' variants) and any
+* the per-exercise grader tests ``tests/test_grade_*.py`` (they hold the answers and their wrong
+  variants; the framework's own ``test_grade.py``, ``_hostile`` and ``_editions`` stay) and any
   file named ``*.instructor.*`` or under an ``instructor/`` folder;
 * the outputs of the notebooks' grading and exercise cells (cells calling ``lab.grade(`` or
   ``lab.load_exercise(``, or tagged ``exercise``), which show the instructor's own grades, when nbval
@@ -31,6 +32,7 @@ from labsupport.grade.registry import REPO_ROOT
 
 NEVER = {".git", ".venv", "build", "dist", "__pycache__", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints"}
 INSTRUCTOR_ONLY = ("solutions/",)
+FRAMEWORK_TESTS = {"test_grade_hostile.py", "test_grade_editions.py"}  # they skip what needs solutions/
 GRADE_CALLS = ("lab.grade(", "load_exercise(")
 NOT_COMPARED = ("NBVAL_SKIP", "NBVAL_IGNORE_OUTPUT")
 NOT_COMPARED_TAGS = {"nbval-skip", "nbval-ignore-output"}
@@ -54,8 +56,8 @@ def instructor_only(name: str) -> bool:
     path = Path(name)
     if name.startswith(INSTRUCTOR_ONLY) or "instructor" in path.parts or ".instructor." in path.name:
         return True
-    if path.parent.as_posix() == "tests" and path.name.startswith("test_grade_ex"):
-        return True
+    if path.parent.as_posix() == "tests" and path.name.startswith("test_grade_") and path.name not in FRAMEWORK_TESTS:
+        return True  # per-exercise grader tests: they hold the answers and their wrong variants
     return path.name == ".lab-grade-history.json"
 
 
