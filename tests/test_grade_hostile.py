@@ -564,3 +564,16 @@ def test_the_syscall_numbers_match_the_kernel_headers(column, header, pattern):
     machine = "x86_64" if column == 0 else "aarch64"
     assert numbers["clone"] == sandbox.CLONE[machine] and numbers["socket"] == sandbox.SOCKET[machine]
     assert numbers["clone3"] == sandbox.CLONE3
+
+
+def test_an_untouched_two_part_stub_is_not_done_yet(tmp_path):
+    """The stub's NotImplementedError("ex90: ...") is reported as "not done yet", with the stub's line,
+    and it does not count as a failed attempt for the progressive hints."""
+    folder = tmp_path / "stub"
+    folder.mkdir()
+    shutil.copy(FIXTURE / "ex90_stub.py", folder / "ex90_double.py")
+    result = run_folders({"": folder}, ["ex90"], seed=1, jobs=1, settings=Settings(timeout=20))[""]
+    for cr in result["ex90"].checks:
+        assert cr.score == 0 and cr.hint.startswith("not done yet"), cr
+        assert "NotImplementedError: ex90:" in cr.message and "stub/ex90_double.py:" in cr.message
+    assert not (folder / ".lab-grade-history.json").exists()
