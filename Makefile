@@ -45,6 +45,19 @@ test: $(STAMP)
 torch: $(STAMP)
 	$(BIN)/python -m pip install --quiet "torch==2.13.0"
 
+## make grade [EX=ex04] [SEED=N]: grade your exercises with the lab's venv (GRADE_ARGS=--help for more)
+.PHONY: grade student-edition gradescope
+grade: $(STAMP)
+	$(BIN)/python -m labsupport.grade $(EX) $(if $(SEED),--seed $(SEED)) $(GRADE_ARGS)
+
+## make student-edition [OUT=dir]: the course without solutions/ and grader secrets (nbgrader's release step)
+student-edition: $(STAMP)
+	$(BIN)/python -m labsupport.grade.release --out $(or $(OUT),dist/student)
+
+## make gradescope [OUT=file.zip]: the Gradescope autograder bundle (setup.sh + run_autograder)
+gradescope: $(STAMP)
+	$(BIN)/python -m labsupport.grade.gradescope --out $(or $(OUT),dist/gradescope_autograder.zip)
+
 lint: $(STAMP)
 	$(BIN)/python -m ruff check .
 

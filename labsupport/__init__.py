@@ -166,6 +166,6 @@ __all__ = [
     "trace",
 ]
 
-from labsupport.grade import grade  # noqa: E402  (the grader; last, so it can use everything above)
+from labsupport.grade import grade, load_exercise  # noqa: E402  (the grader; last, so it can use everything above)
 
-__all__ += ["grade"]
+__all__ += ["grade", "load_exercise"]

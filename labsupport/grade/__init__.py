@@ -1,20 +1,25 @@
-"""The lab's grader: ``lab.grade("ex04")`` in a notebook, ``python -m labsupport.grade`` in a shell.
+"""The lab's grader: ``lab.grade("ex04")`` in a notebook, ``make grade EX=ex04`` (or
+``.venv/bin/python -m labsupport.grade ex04``) in a shell.
 
-Each exercise is graded in its own process with a time limit, on seeded random inputs, against the
-lab's own engine; see ``python -m labsupport.grade --help``. The pieces:
+The learner's code runs in a sandboxed worker process that only reports observations; this process
+makes the inputs from a seed, computes the expected values with the lab's engine and decides. The pieces:
 
-* ``checking``  -- Exercise / Check / Context, what exercise graders are written with
-* ``ex02_keyset``, ``ex04_register``, ... -- the checks of each exercise
-* ``worker``    -- grades one exercise inside one process
-* ``runner``    -- starts the workers (in parallel, with time limits) and collects their results
+* ``checking``  -- Exercise / Check / Verdict, what exercise graders are written with (GRADER_PROTOCOL.md)
+* ``<exercise>/decide.py`` + ``observe.py`` -- the checks of each exercise (parent side, worker side)
+* ``worker``    -- the sandboxed process that runs the learner's code (``sandbox``: rlimits, Landlock, seccomp)
+* ``runner``    -- plans inputs, starts the workers (in parallel, capped, timed) and decides the verdicts
 * ``results``   -- the report text and Gradescope's results.json
+* ``release``, ``gradescope`` -- the student edition and the Gradescope autograder bundle
 """
 
 from __future__ import annotations
 
+import importlib.util as _importlib_util
 import json as _json
+import sys as _sys
 from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 
 from labsupport.grade.registry import REPO_ROOT
 from labsupport.grade.results import CheckResult, ExerciseResult, GradeResult
@@ -55,9 +60,27 @@ def grade(
     return result
 
 
+def load_exercise(name: str, folder: str | Path | None = None) -> ModuleType:
+    """The learner's exercise module, freshly imported from ``exercises/`` (works from ``notebooks/``):
+    ``ex06 = lab.load_exercise("ex06")``. Re-running the cell picks up edits to the file."""
+    from labsupport.grade.registry import load_exercise as _exercise
+    from labsupport.grade.registry import resolve
+
+    exercise = _exercise(resolve(name))
+    path = (Path(folder) if folder is not None else REPO_ROOT / "exercises") / exercise.filename
+    if not path.exists():
+        raise FileNotFoundError(f"{path} was not found: the exercise file {exercise.filename} belongs in exercises/")
+    spec = _importlib_util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = _importlib_util.module_from_spec(spec)
+    _sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def needs_seed(result: GradeResult) -> bool:
     """True when some check failed for a reason other than "not done yet" (so inputs matter)."""
     return any(not c.passed and NOT_DONE not in c.hint for e in result.exercises for c in e.checks)
 
 
-__all__ = ["CheckResult", "ExerciseResult", "GradeResult", "grade"]
+__all__ = ["CheckResult", "ExerciseResult", "GradeResult", "grade", "load_exercise"]

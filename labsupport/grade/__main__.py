@@ -1,5 +1,5 @@
 """``python -m labsupport.grade [EXERCISE ...] [--solutions] [--json FILE] [--timeout S] [--jobs N]
-[--submissions DIR] [--seed N]``.
+[--submissions DIR] [--strict] [--seed N]`` (``make grade`` runs it with the lab's venv).
 
 Exit code: 0 when every check passed, 1 when some check failed, 2 when grading itself could not run
 (a results.json is written anyway when --json was given).
@@ -21,8 +21,9 @@ from labsupport.grade.runner import DEFAULT_TIMEOUT, choose_seed, resolve_exerci
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m labsupport.grade",
-        description="Grade the Dispatcher Lab exercises. Each exercise runs in its own process with a time limit.",
+        prog=".venv/bin/python -m labsupport.grade",
+        description="Grade the Dispatcher Lab exercises (`make grade` or `make grade EX=ex04` run this with the "
+        "lab's venv). Each exercise runs in its own sandboxed process with a time limit; verdicts are decided here.",
         epilog=f"Exercises: {', '.join(exercise_ids())}. Set LAB_GRADE_SEED to repeat a run's random inputs.",
     )
     parser.add_argument("exercises", nargs="*", metavar="EXERCISE", help="e.g. ex04 or 4 (default: all)")
@@ -52,6 +53,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=None, help="seed of the random inputs (default: random)")
     parser.add_argument("--times", action="store_true", help="show how long each exercise took")
     parser.add_argument("--failures", action="store_true", help="list failed checks only")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="instructor grading: refuse to run learner code unless the kernel sandbox (Landlock + seccomp) "
+        "can be applied (always on with --submissions)",
+    )
     return parser.parse_args(argv)
 
 
@@ -76,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             folders = {"": args.folder}
         else:
             folders = {"": REPO_ROOT / ("solutions" if args.solutions else "exercises")}
-        results = run_folders(folders, ids, seed=seed, timeout=args.timeout, jobs=args.jobs)
+        strict = args.strict or args.submissions is not None
+        results = run_folders(folders, ids, seed=seed, timeout=args.timeout, jobs=args.jobs, strict=strict)
     except BaseException as error:
         if isinstance(error, KeyboardInterrupt):
             raise

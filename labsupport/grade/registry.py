@@ -1,26 +1,52 @@
-"""The exercises the grader knows, and how names given on the command line map to them."""
+"""The exercises the grader knows, and how names given on the command line map to them.
+
+An exercise is either a package ``labsupport/grade/<exNN[x]_name>/`` with ``decide.py`` (parent side)
+and ``observe.py`` (worker side), or an old-style module ``labsupport/grade/<exNN_name>.py`` whose checks
+run in the worker. Both are found by looking at the folder, so adding an exercise needs no edit here;
+``MODULES`` maps each id to the module that holds its ``EXERCISE``.
+"""
 
 from __future__ import annotations
 
 import importlib
+import re
 from pathlib import Path
 
 from labsupport.grade.checking import Exercise
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+GRADE_DIR = Path(__file__).resolve().parent
+_ID = re.compile(r"^(ex\d\d[a-z]?)_\w+$")
 
-# exercise id -> module holding its checks (named like the learner's file)
-MODULES: dict[str, str] = {
-    "ex02": "labsupport.grade.ex02_keyset",
-    "ex04": "labsupport.grade.ex04_register",
-    "ex06": "labsupport.grade.ex06_structured",
-    "ex07": "labsupport.grade.ex07_boxed_fallback",
-    "ex08": "labsupport.grade.ex08_bypass",
-}
+
+def _discover(folder: Path = GRADE_DIR) -> dict[str, str]:
+    """exercise id -> module holding its EXERCISE (a package's decide.py wins over an old module)."""
+    found: dict[str, str] = {}
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        stem = entry.name.removesuffix(".py")
+        match = _ID.match(stem)
+        if match is None:
+            continue
+        if entry.is_dir() and (entry / "decide.py").is_file():
+            found[match.group(1)] = f"labsupport.grade.{stem}.decide"
+        elif entry.suffix == ".py" and match.group(1) not in found:
+            found[match.group(1)] = f"labsupport.grade.{stem}"
+    return dict(sorted(found.items(), key=lambda item: _order(item[0])))
+
+
+def _order(exercise_id: str) -> tuple[int, str]:
+    return int(exercise_id[2:4]), exercise_id[4:]
+
+
+MODULES: dict[str, str] = _discover()
 
 
 def exercise_ids() -> list[str]:
     return list(MODULES)
+
+
+def module_name(exercise_id: str) -> str:
+    return MODULES[exercise_id]
 
 
 def load_exercise(exercise_id: str) -> Exercise:
@@ -29,10 +55,11 @@ def load_exercise(exercise_id: str) -> Exercise:
 
 
 def resolve(name: str) -> str:
-    """``"ex04"``, ``"4"``, ``"04"``, ``"ex04_register"`` or ``"ex04_register.py"`` -> ``"ex04"``."""
+    """``"ex04"``, ``"4"``, ``"04"``, ``"4b"``, ``"ex04_register"`` or ``"ex04_register.py"`` -> an id."""
     text = Path(str(name)).name.lower().removesuffix(".py")
-    if text.isdigit():
-        text = f"ex{int(text):02d}"
+    match = re.fullmatch(r"(?:ex)?(\d+)([a-z]?)", text)
+    if match:
+        text = f"ex{int(match.group(1)):02d}{match.group(2)}"
     candidate = text.split("_", 1)[0]
     if candidate in MODULES:
         return candidate

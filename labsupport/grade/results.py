@@ -22,7 +22,9 @@ class CheckResult:
     score: int = 0
     passed: bool = False
     message: str = ""
-    hint: str = ""
+    hint: str = ""  # the hint shown (one of ``hints``, chosen by the attempt history)
+    status: str = ""  # "" or "sandbox-unavailable"
+    hints: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CheckResult:
@@ -96,7 +98,8 @@ class GradeResult:
             header = f"Dispatcher Lab grader: student {self.student} ({self.folder})"
         lines.append(header)
         if show_seed:
-            lines.append(f"seed {self.seed} (set LAB_GRADE_SEED={self.seed} to grade with the same inputs again)")
+            again = f"make grade SEED={self.seed}, or LAB_GRADE_SEED={self.seed}"
+            lines.append(f"seed {self.seed} (the same inputs again: {again})")
         for e in self.exercises:
             lines.append("")
             timing = f"  [{e.seconds:.1f} s]" if show_times else ""
@@ -104,20 +107,29 @@ class GradeResult:
             lines.append(f"      {e.file}, notebook {e.notebook}")
             if e.note:
                 lines.extend(_indent(e.note, "      "))
+            explained: dict[str, str] = {}  # an error's first line -> the check that shows it in full
+            hinted: dict[str, str] = {}
             previous: tuple[str, str, str] | None = None
             for c in e.checks:
                 if only_failures and c.passed:
                     continue
                 mark = "PASS" if c.passed else "FAIL"
                 lines.append(f"  {mark} {c.number:<4} {c.name}  {c.score}/{c.points}")
-                if not c.passed and previous is not None and (c.message, c.hint) == previous[1:]:
+                if c.passed:
+                    if c.message:
+                        lines.extend(_indent(c.message, "         "))
+                    continue
+                if previous is not None and (c.message, c.hint) == previous[1:]:
                     lines.append(f"         (same as {previous[0]})")
                     continue
-                if c.message:
-                    lines.extend(_indent(c.message, "         "))
-                if c.hint and not c.passed:
-                    lines.extend(_indent("hint: " + c.hint, "         "))
-                previous = None if c.passed else (c.number, c.message, c.hint)
+                previous = (c.number, c.message, c.hint)
+                lines.extend(_indent(_once(c.message, c.number, explained), "         "))
+                if c.hint:
+                    if c.hint in hinted:
+                        lines.append(f"         hint: as for {hinted[c.hint]}")
+                    else:
+                        hinted[c.hint] = c.number
+                        lines.extend(_indent("hint: " + c.hint, "         "))
         lines.append("")
         total = f"Total: {self.score}/{self.max_score}"
         if show_times:
@@ -149,15 +161,15 @@ class GradeResult:
                         "visibility": "visible",
                     }
                 )
-        return {
+        return {  # only the fields Gradescope's autograder specification defines
             "score": self.score,
-            "max_score": self.max_score,
             "execution_time": round(self.seconds, 3),
             "output": self.report(show_seed=True),
             "output_format": "text",
             "visibility": "visible",
             "stdout_visibility": "visible",
             "extra_data": {
+                "max_score": self.max_score,
                 "seed": self.seed,
                 "folder": self.folder,
                 "student": self.student,
@@ -177,15 +189,31 @@ def crash_results(message: str, *, seed: int = 0, seconds: float = 0.0) -> dict[
     """A results.json for a grading run that could not finish (written instead of nothing)."""
     return {
         "score": 0,
-        "max_score": 0,
         "execution_time": round(seconds, 3),
         "output": "The grader itself failed, so nothing could be graded:\n" + message,
         "output_format": "text",
         "visibility": "visible",
         "stdout_visibility": "visible",
-        "extra_data": {"seed": seed, "crashed": True},
+        "extra_data": {"max_score": 0, "seed": seed, "crashed": True},
         "tests": [],
     }
+
+
+def _once(message: str, number: str, explained: dict[str, str]) -> str:
+    """An error explained by an earlier check of the same exercise is not printed again in full:
+    its first line, where it was raised, and a pointer to the full text."""
+    lines = message.splitlines()
+    if not lines:
+        return ""
+    first = lines[0]
+    key = first[:60]  # the same error, even when a count inside its message differs
+    if key in explained and len(message) > 200:
+        kept = [first[:160] + ("..." if len(first) > 160 else "")]
+        kept += [line for line in lines[1:] if line.startswith(("raised at", "raised in"))]
+        kept.append(f"(the full message is shown under {explained[key]})")
+        return "\n".join(kept)
+    explained.setdefault(key, number)
+    return message
 
 
 def _indent(text: str, prefix: str) -> list[str]:

@@ -1,33 +1,57 @@
-"""Grading runs: one worker process per (folder, exercise), in parallel, each with a time limit.
+"""Grading runs: the trusted parent. One sandboxed worker per (folder, exercise), in parallel.
 
-A hang becomes a failed check "timed out after N s"; a crash shows what the process printed; the
-other exercises are graded regardless. Nothing is ever failed because something was written to
-stderr: a worker's output is only looked at when the worker itself did not finish.
+For a two-part exercise the parent makes each check's inputs (``plan(rng)`` from the seed) and sends
+them to the worker (inputs only: never an expected value); ``processes`` runs the worker under caps
+and a deadline and brings back its raw output; ``verdicts`` validates what came back and calls
+``decide(inputs, observed)`` here. Progressive hints use the attempt history this process keeps
+beside the graded folder.
+
+``strict=True`` (instructor grading: ``--submissions``, the Gradescope bundle) fails closed: when the
+kernel confinement (Landlock + seccomp) cannot be applied, every check is reported
+"sandbox-unavailable" and no learner code runs.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import secrets
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
-from labsupport.grade.registry import REPO_ROOT, exercise_ids, load_exercise, resolve
+from labsupport.grade.checking import Exercise, check_rng
+from labsupport.grade.processes import Reaper, ZygotePool, kill_workers, spawn
+from labsupport.grade.registry import REPO_ROOT, exercise_ids, load_exercise, module_name, resolve
 from labsupport.grade.results import CheckResult, ExerciseResult, GradeResult
+from labsupport.grade.sandbox import MiB, Policy
+from labsupport.grade.verdicts import judge
 
 DEFAULT_TIMEOUT = 60.0
 SEED_ENV = "LAB_GRADE_SEED"
+HISTORY = ".lab-grade-history.json"
+# imported by the worker before confinement (labsupport/grade/ is not readable once it is confined):
+# the lab's front end and tools, and the grader's shared helpers (instruments, tensors, ...), which hold
+# no expected values; never an exercise's checks (``exNN_*``) and never a decide module
+_PARENT_ONLY = {"__init__", "__main__", "runner", "release", "gradescope", "pristine", "registry", "results"}
+PRELOAD = (
+    "labsupport.torch",
+    "labsupport.tools.profiler",
+    "labsupport.tools.bench",
+    "labsupport.codegen",
+    "labsupport.codegen.build",
+    *sorted(
+        f"labsupport.grade.{p.stem}"
+        for p in Path(__file__).resolve().parent.glob("*.py")
+        if p.stem not in _PARENT_ONLY and not p.stem.startswith("ex")
+    ),
+)
 
 
 def default_jobs() -> int:
@@ -71,6 +95,18 @@ def display_name(folder: Path) -> str:
 
 
 @dataclass
+class Settings:
+    """How a run grades: time limit, confinement, and test-only switches."""
+
+    timeout: float = DEFAULT_TIMEOUT
+    strict: bool = False  # fail closed when the kernel sandbox is missing (instructor grading)
+    history: bool = True  # keep the per-folder count of failed attempts (progressive hints)
+    memory_bytes: int = 1024 * MiB
+    simulate_missing: tuple[str, ...] = ()  # tests only: pretend "landlock"/"seccomp" are unavailable
+    fork_server: bool | None = None  # fork workers from a zygote holding the public lab (None: Linux, >= 4 workers)
+
+
+@dataclass
 class _Task:
     key: str  # student name, or "" for a single folder
     folder: Path
@@ -84,17 +120,23 @@ def run_folders(
     seed: int,
     timeout: float = DEFAULT_TIMEOUT,
     jobs: int | None = None,
+    strict: bool = False,
+    settings: Settings | None = None,
 ) -> dict[str, GradeResult]:
-    """Grade several folders (key -> folder); every (folder, exercise) pair runs in its own process."""
+    """Grade several folders (key -> folder); every (folder, exercise) pair runs in its own worker."""
+    settings = settings or Settings(timeout=timeout, strict=strict, history=not strict)
     start = time.perf_counter()
     _prepare_default_build()
     tasks = [_Task(key, folder, ex) for key, folder in folders.items() for ex in exercises]
+    reaper = Reaper()
+    zygotes = _start_zygotes(tasks, settings, jobs or default_jobs(), reaper)
     with (
         tempfile.TemporaryDirectory(prefix="lab-grade-") as tmp,
         ThreadPoolExecutor(max_workers=jobs or default_jobs()) as pool,
     ):
         futures = [
-            pool.submit(_safe_run_task, task, seed, timeout, Path(tmp) / f"task{i}") for i, task in enumerate(tasks)
+            pool.submit(_safe_run_task, task, seed, settings, Path(tmp) / f"task{i}", reaper, zygotes)
+            for i, task in enumerate(tasks)
         ]
         try:
             outcomes = [f.result() for f in futures]
@@ -103,6 +145,10 @@ def run_folders(
                 future.cancel()
             kill_workers()
             raise
+        finally:
+            if zygotes is not None:
+                zygotes.close()
+            reaper.close()
     results: dict[str, GradeResult] = {}
     for key, folder in folders.items():
         results[key] = GradeResult(folder=display_name(folder), seed=seed, student=key)
@@ -115,7 +161,7 @@ def run_folders(
 
 
 def _prepare_default_build() -> None:
-    """Generate build/torch once, here, so parallel workers never race to write it."""
+    """Generate build/torch once, here, so parallel workers never race to write it (they cannot write it)."""
     try:
         from labsupport.codegen.build import write_build
 
@@ -124,129 +170,160 @@ def _prepare_default_build() -> None:
         pass
 
 
-def _safe_run_task(task: _Task, seed: int, timeout: float, tmp: Path) -> ExerciseResult:
+def _start_zygotes(tasks: list[_Task], settings: Settings, jobs: int, reaper: Reaper) -> ZygotePool | None:
+    """Fork servers for runs with several workers on Linux (``settings.fork_server``: None = automatic)."""
+    wanted = settings.fork_server
+    if wanted is None:
+        wanted = sys.platform == "linux" and len(tasks) >= 4
+    if not wanted or not hasattr(os, "fork"):
+        return None
+    modules: list[str] = list(PRELOAD)
+    for exercise_id in dict.fromkeys(t.exercise_id for t in tasks):
+        exercise = load_exercise(exercise_id)
+        try:
+            two_part = is_two_part(exercise)
+        except ValueError:
+            continue  # reported by its own task
+        modules.append(exercise.observer if two_part else module_name(exercise_id))  # never a decide module
+    try:
+        return ZygotePool(min(jobs, len(tasks)), modules, reaper.token)
+    except Exception:  # fall back to a fresh interpreter per worker
+        return None
+
+
+def _safe_run_task(
+    task: _Task, seed: int, settings: Settings, tmp: Path, reaper: Reaper, zygotes: ZygotePool | None = None
+) -> ExerciseResult:
     """``_run_task``, but a failure of the grader itself still gives a (failed) result per check."""
     try:
-        return _run_task(task, seed, timeout, tmp)
+        return _run_task(task, seed, settings, tmp, reaper, zygotes)
     except Exception:
         exercise = load_exercise(task.exercise_id)
         note = "the grader could not run this exercise:\n" + traceback.format_exc(limit=6)
-        result = ExerciseResult(exercise.id, exercise.number, exercise.title, exercise.filename, exercise.notebook,
-                                status="crashed", note=note)  # fmt: skip
+        result = ExerciseResult(
+            exercise.id,
+            exercise.number,
+            exercise.title,
+            exercise.filename,
+            exercise.notebook,
+            status="crashed",
+            note=note,
+        )
         for check in exercise.checks:
             result.checks.append(CheckResult(check.number, check.name, check.points, message="not run: grader error"))
         return result
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _run_task(task: _Task, seed: int, timeout: float, tmp: Path) -> ExerciseResult:
+# ---- one task --------------------------------------------------------------------------------------
+
+
+def is_two_part(exercise: Exercise) -> bool:
+    """True for plan/observe/decide checks, False for old-style ones; a mixture is an authoring error."""
+    kinds = {check.plan is not None for check in exercise.checks}
+    if len(kinds) > 1:
+        raise ValueError(f"{exercise.id} mixes old-style checks (@EXERCISE.check) with two-part ones (add_check)")
+    if True in kinds:
+        if not exercise.observer:
+            raise ValueError(f"{exercise.id}: two-part checks need Exercise(observer='<worker-side module>')")
+        missing = [c.number for c in exercise.checks if not c.observe or c.decide is None]
+        if missing:
+            raise ValueError(f"{exercise.id}: checks {missing} need both observe= and decide=")
+    return True in kinds
+
+
+def plan_inputs(exercise: Exercise, seed: int) -> dict[str, Any]:
+    """Each two-part check's inputs, made here from the seed (JSON round-tripped: what the worker gets)."""
+    inputs: dict[str, Any] = {}
+    for index, check in enumerate(exercise.checks):
+        if check.plan is not None:
+            inputs[check.number] = json.loads(json.dumps(check.plan(check_rng(seed, exercise, index))))
+    return inputs
+
+
+def _run_task(
+    task: _Task, seed: int, settings: Settings, tmp: Path, reaper: Reaper, zygotes: ZygotePool | None = None
+) -> ExerciseResult:
     exercise = load_exercise(task.exercise_id)
+    two_part = is_two_part(exercise)
     folder = exercises_folder(task.folder.resolve())
     path = folder / exercise.filename
     display = f"{display_name(folder)}/{exercise.filename}"
     result = ExerciseResult(exercise.id, exercise.number, exercise.title, display, exercise.notebook)
-    tmp.mkdir(parents=True)
-    out = tmp / "progress.json"
-    options = {"--exercise": exercise.id, "--file": str(path), "--display": display, "--seed": str(seed),
-               "--out": str(out), "--tmp": str(tmp)}  # fmt: skip
-    cmd = [sys.executable, "-m", "labsupport.grade.worker", *itertools.chain.from_iterable(options.items())]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    env["PYTHONDONTWRITEBYTECODE"] = "1"  # no __pycache__ in the learner's folder
-    env.pop(SEED_ENV, None)  # the worker gets the seed explicitly
-    stdout_path, stderr_path = tmp / "stdout.txt", tmp / "stderr.txt"
-    started = time.perf_counter()
-    timed_out = False
-    with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
-        proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, env=env,
-                                cwd=str(folder.parent), start_new_session=True)  # fmt: skip
-        with _live_lock:
-            _live.add(proc)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill(proc)
-        finally:
-            with _live_lock:
-                _live.discard(proc)
-    result.seconds = time.perf_counter() - started
-    progress = _read_progress(out)
-    checks_done = {c["number"]: CheckResult.from_dict(c) for c in progress.get("checks", [])}
-    current = progress.get("current")
-    tail = _tail(stderr_path) or _tail(stdout_path)
-    if progress.get("done"):  # every check finished (even if the process then lingered)
-        result.status = "done"
-    elif timed_out:
-        result.status = "timeout"
-        running = f"check {current}" if current else "start-up (importing your file)"
-        result.note = f"grading timed out after {timeout:g} s while running {running}"
+    box = tmp / "box"
+    box.mkdir(parents=True)
+    inputs = plan_inputs(exercise, seed) if two_part else {}
+    policy = Policy(
+        tmp=str(box),
+        read=_read_paths(folder),
+        cpu_seconds=max(1, int(settings.timeout + 0.999)),
+        memory_bytes=settings.memory_bytes,
+        simulate_missing=list(settings.simulate_missing),
+    )
+    job: dict[str, Any] = {
+        "file": str(path),
+        "display": display,
+        "strict": settings.strict,
+        "policy": asdict(policy),
+        "preload": list(PRELOAD),
+    }
+    if two_part:
+        job.update(
+            mode="observe",
+            observer=exercise.observer,
+            checks=[{"check": c.number, "observe": c.observe, "inputs": inputs[c.number]} for c in exercise.checks],
+        )
     else:
-        result.status = "crashed"
-        result.note = progress.get("note") or f"the grading process stopped unexpectedly (exit code {proc.returncode})"
-        if tail and not progress.get("note"):
-            result.note += "\nlast output:\n" + tail
-    stopped_at = current
-    for check in exercise.checks:
-        if check.number in checks_done:
-            result.checks.append(checks_done[check.number])
-            continue
-        if result.status == "done":  # cannot happen: a finished worker reports every check
-            message, hint = "not run", ""
-        elif stopped_at is None or stopped_at == check.number:
-            stopped_at = check.number  # the first unfinished check is the one that hung or crashed
-            if result.status == "timeout":
-                message = f"timed out after {timeout:g} s"
-                hint = "an endless loop? (a while loop that never ends, or a kernel that keeps calling itself)"
-            else:
-                message = f"{result.note.splitlines()[0]} while running this check"
-                hint = "did your code call os._exit() or crash the interpreter?"
-                if tail:
-                    hint += " (the last output of the process is shown above)"
-        else:
-            what = "timed out" if result.status == "timeout" else "crashed"
-            message, hint = f"not run: grading stopped when check {stopped_at} {what}", ""
-        result.checks.append(CheckResult(check.number, check.name, check.points, message=message, hint=hint))
-    shutil.rmtree(tmp, ignore_errors=True)
+        job.update(mode="legacy", module=module_name(exercise.id), seed=seed)
+    outcome = spawn(job, box, settings.timeout, reaper, zygotes)
+    result.seconds = outcome.seconds
+    judge(exercise, inputs, outcome, result, strict=settings.strict, timeout=settings.timeout)
+    if settings.history and two_part and result.status != "sandbox-unavailable":
+        _update_history(folder, exercise, result)
     return result
 
 
-_live: set[subprocess.Popen[bytes]] = set()  # workers started and not yet finished
-_live_lock = threading.Lock()
+def _read_paths(folder: Path) -> list[str]:
+    """What the worker may read besides the system and the lab's engine: the learner's folder, ops.yaml,
+    the generated build."""
+    from labsupport.codegen.build import build_root
+
+    paths = [str(folder), str(REPO_ROOT / "ops.yaml"), str(build_root())]
+    paths += [str(p) for p in sorted((REPO_ROOT / "exercises").glob("*.yaml"))]  # given data, e.g. ex06's yaml
+    return paths
 
 
-def kill_workers() -> None:
-    """Stop every worker this process started that is still running."""
-    with _live_lock:
-        running = list(_live)
-    for proc in running:
-        _kill(proc)
+# ---- progressive hints ------------------------------------------------------------------------------
 
 
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    """Stop the worker we started and anything it started (its own process group)."""
+def _update_history(folder: Path, exercise: Exercise, result: ExerciseResult) -> None:
+    """Show ``hints[k]`` where k = earlier failed gradings of this check in this folder; then count this one.
+    The file is written by the parent only (the worker cannot write the learner's folder)."""
+    path = folder / HISTORY
     try:
-        if hasattr(os, "killpg"):
-            os.killpg(proc.pid, signal.SIGKILL)
-        else:  # pragma: no cover - Windows
-            proc.kill()
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
-
-
-def _read_progress(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
+        history = json.loads(path.read_text()) if path.exists() else {}
+        if not isinstance(history, dict):
+            history = {}
     except (OSError, ValueError):
-        return {}
-
-
-def _tail(path: Path, limit: int = 1500) -> str:
+        history = {}
+    counts = history.setdefault(exercise.id, {})
+    if not isinstance(counts, dict):
+        counts = history[exercise.id] = {}
+    changed = False
+    for cr in result.checks:
+        earlier = counts.get(cr.number, 0) if isinstance(counts.get(cr.number, 0), int) else 0
+        if cr.passed or not cr.hints:  # passed, or not judged (not done, crashed): no attempt to count
+            continue
+        cr.hint = cr.hints[min(earlier, len(cr.hints) - 1)]
+        counts[cr.number] = earlier + 1
+        changed = True
+    if not changed:
+        return
     try:
-        text = path.read_bytes().decode("utf-8", "replace").strip()
+        path.write_text(json.dumps(history, indent=1, sort_keys=True) + "\n")
     except OSError:
-        return ""
-    return text if len(text) <= limit else "..." + text[-limit:]
+        pass  # a read-only folder: hints stay at the first level
 
 
 def student_folders(root: Path) -> dict[str, Path]:
