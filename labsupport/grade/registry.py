@@ -9,13 +9,13 @@ from labsupport.grade.checking import Exercise
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-# exercise id -> module holding its checks (named like the learner's file)
+# exercise id -> the parent-side module holding its checks (a package named like the learner's file)
 MODULES: dict[str, str] = {
-    "ex02": "labsupport.grade.ex02_keyset",
-    "ex04": "labsupport.grade.ex04_register",
-    "ex06": "labsupport.grade.ex06_structured",
-    "ex07": "labsupport.grade.ex07_boxed_fallback",
-    "ex08": "labsupport.grade.ex08_bypass",
+    "ex02": "labsupport.grade.ex02_keyset.decide",
+    "ex04": "labsupport.grade.ex04_register.decide",
+    "ex06": "labsupport.grade.ex06_structured.decide",
+    "ex07": "labsupport.grade.ex07_boxed_fallback.decide",
+    "ex08": "labsupport.grade.ex08_bypass.decide",
 }
 
 

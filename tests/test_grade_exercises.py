@@ -1,0 +1,259 @@
+"""The checks of exercises ex02, ex04, ex06, ex07 and ex08, tested on their own (issue 12, item 1).
+
+Each exercise's checks are two-part (plan/decide in the parent, observe in the worker); the in-process
+harness (tests/grade_harness.py) runs them without the runner. For every exercise: the reference
+solution scores full marks; the untouched stub (a pristine copy from git, never the learner's edited
+file) scores 0 with "not done yet"; and each common misunderstanding, written as a wrong submission,
+fails its check with a hint that names the misunderstanding and never shows the answer's code.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import grade_harness as harness
+from labsupport.grade.registry import REPO_ROOT, load_exercise
+
+SOLUTIONS = REPO_ROOT / "solutions"
+EXERCISES = REPO_ROOT / "exercises"
+FILES = {
+    "ex02": "ex02_keyset.py",
+    "ex04": "ex04_register.py",
+    "ex06": "ex06_structured.py",
+    "ex07": "ex07_boxed_fallback.py",
+    "ex08": "ex08_bypass.py",
+}
+
+
+@pytest.fixture(autouse=True)
+def _scratch(tmp_path, monkeypatch):
+    """Builds made by observers (ex06, ex08) go to the test's temporary folder."""
+    monkeypatch.setenv("LAB_GRADE_TMP", str(tmp_path / "scratch"))
+
+
+def pristine_stub(name: str, folder: Path) -> Path:
+    """The stub as committed (git), else the package copy: never a learner's edited file."""
+    target = folder / name
+    try:
+        text = subprocess.run(
+            ["git", "show", f"HEAD:exercises/{name}"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        text = (EXERCISES / name).read_text()
+    target.write_text(text)
+    return target
+
+
+def mutate(tmp_path: Path, exercise: str, *edits: tuple[str, str], tag: str = "wrong") -> Path:
+    """The reference solution with ``edits`` applied; each replaced text must be there exactly once."""
+    name = FILES[exercise]
+    text = (SOLUTIONS / name).read_text()
+    for old, new in edits:
+        assert text.count(old) == 1, f"{old!r} is not (once) in solutions/{name}"
+        text = text.replace(old, new)
+    folder = tmp_path / tag
+    folder.mkdir(exist_ok=True)
+    path = folder / name
+    path.write_text(text)
+    for extra in ("ex06_sqdiff.yaml",):
+        if exercise == "ex06":
+            (folder / extra).write_text((EXERCISES / extra).read_text())
+    return path
+
+
+CODE_PATTERNS = [  # what a hint must never contain: the answer's code
+    r"ks\s*-\s*tls_exclude",
+    r"\|\s*tls_include",
+    r"&\s*fallthrough_mask",
+    r"highest_priority_key\(\)",
+    r"op\.call\(self,\s*other\)",
+    r"with lab\.\w+\(",
+    r"np\.copyto\(",
+    r"del stack\[",
+    r"stack\.append\(",
+    r"_device\.type\s*==",
+    r"__dispatch_add\(",
+    r"\[grad,\s*grad\]",
+    r"_make\(data",
+]
+
+
+def assert_fails_with(graded: dict[str, harness.Graded], number: str, *words: str) -> harness.Graded:
+    """Check ``number`` failed; every hint level names the misunderstanding (``words``, case-insensitive,
+    all in the first hint) and none of them shows the answer's code."""
+    result = graded[number]
+    assert not result.passed, f"{number} passed: {result.verdict.message}"
+    hints = result.verdict.hints
+    assert hints, f"{number} failed without a hint: {result.verdict.message}"
+    first = hints[0].lower()
+    for word in words:
+        assert word.lower() in first, f"{number}: {word!r} not in the first hint {hints[0]!r}"
+    assert "not done yet" not in " ".join(hints)
+    for hint in hints:
+        for pattern in CODE_PATTERNS:
+            assert not re.search(pattern, hint), f"{number}: the hint shows code ({pattern}): {hint!r}"
+    return result
+
+
+# ---- every exercise: solution full, stub zero -----------------------------------------------------
+
+
+@pytest.mark.parametrize("exercise", sorted(FILES))
+def test_reference_solution_scores_full_marks(exercise):
+    graded = harness.grade(exercise, SOLUTIONS / FILES[exercise], seed=11)
+    failures = {n: g.verdict.message for n, g in graded.items() if not g.passed}
+    assert not failures
+    assert harness.score(graded) == load_exercise(exercise).max_points == 10
+    assert len(graded) == len(load_exercise(exercise).checks)
+
+
+@pytest.mark.parametrize("exercise", sorted(FILES))
+def test_untouched_stub_scores_zero_not_done_yet(exercise, tmp_path):
+    stub = pristine_stub(FILES[exercise], tmp_path)
+    if exercise == "ex06":
+        (tmp_path / "ex06_sqdiff.yaml").write_text((EXERCISES / "ex06_sqdiff.yaml").read_text())
+    graded = harness.grade(exercise, stub, seed=5)
+    assert harness.score(graded) == 0
+    for result in graded.values():
+        assert "NotImplementedError" in result.verdict.message, result.verdict.message
+        assert "not done yet" in result.hint(), result.verdict
+
+
+@pytest.mark.parametrize("exercise", sorted(FILES))
+def test_checks_are_two_part_and_plans_are_plain_json(exercise):
+    import numpy as np
+
+    ex = load_exercise(exercise)
+    assert ex.observer == f"labsupport.grade.{FILES[exercise].removesuffix('.py')}.observe"
+    for index, check in enumerate(ex.checks):
+        assert check.fn is None and check.plan and check.decide and check.observe
+        first = json.dumps(check.plan(np.random.default_rng([1, index])))
+        assert first == json.dumps(check.plan(np.random.default_rng([1, index])))  # same seed, same inputs
+
+
+@pytest.mark.parametrize("exercise", sorted(FILES))
+def test_stub_does_not_hold_the_answer(exercise):
+    """No TODO spells out the code: the stub keeps signatures, docstrings and names only."""
+    text = (EXERCISES / FILES[exercise]).read_text()
+    assert "TODO" not in text
+    for pattern in CODE_PATTERNS:
+        assert not re.search(pattern, text), (exercise, pattern)
+    assert "lab.load_exercise(" in text or exercise == "ex07"
+
+
+@pytest.mark.parametrize("exercise", sorted(FILES))
+def test_decide_survives_garbage_observations(exercise):
+    import numpy as np
+
+    ex = load_exercise(exercise)
+    for index, check in enumerate(ex.checks):
+        inputs = json.loads(json.dumps(check.plan(np.random.default_rng([2, index]))))
+        for garbage in (None, 3, "PASS", [], {}, {"results": "all passed"}, {"results": [{"raw": "x"}]}):
+            verdict = check.decide(inputs, garbage)
+            assert verdict.passed is False, (check.number, garbage)
+
+
+# ---- ex02: the key set of a call ------------------------------------------------------------------
+
+
+def test_ex02_and_not_drops_backend_bits(tmp_path):
+    path = mutate(
+        tmp_path, "ex02", ("    ks = ks - tls_exclude", "    ks = DispatchKeySet.from_raw(int(ks) & ~int(tls_exclude))")
+    )
+    graded = harness.grade("ex02", path, seed=1)
+    assert graded["2.1"].passed and graded["2.2"].passed
+    result = assert_fails_with(graded, "2.3", "backend bit", "excluding")
+    assert "functionality bits x backend bits" in result.hint(1)
+    assert "missing: backend bits" in result.verdict.message
+
+
+def test_ex02_forgetting_the_tls_include_set(tmp_path):
+    path = mutate(tmp_path, "ex02", ("    ks = ks | tls_include", "    pass"))
+    graded = harness.grade("ex02", path, seed=2)
+    assert graded["2.1"].passed
+    assert_fails_with(graded, "2.2", "include set", "missing")
+
+
+def test_ex02_forgetting_the_exclude_set(tmp_path):
+    path = mutate(tmp_path, "ex02", ("    ks = ks - tls_exclude", "    pass"))
+    assert_fails_with(harness.grade("ex02", path, seed=3), "2.2", "exclude set", "still in your answer")
+
+
+def test_ex02_adding_include_after_exclude(tmp_path):
+    path = mutate(
+        tmp_path,
+        "ex02",
+        ("    ks = ks | tls_include", "    ks = ks - tls_exclude"),
+        ("    ks = ks - tls_exclude  # 3.", "    ks = ks | tls_include  # 3."),
+    )
+    assert_fails_with(harness.grade("ex02", path, seed=4), "2.2", "both included and excluded")
+
+
+def test_ex02_mask_applied_before_the_include_set(tmp_path):
+    path = mutate(
+        tmp_path,
+        "ex02",
+        ("    ks = ks | tls_include", "    ks = (ks & fallthrough_mask) | tls_include"),
+        ("    return ks & fallthrough_mask", "    return ks"),
+    )
+    graded = harness.grade("ex02", path, seed=5)
+    assert graded["2.1"].passed and graded["2.2"].passed and graded["2.3"].passed
+    assert_fails_with(graded, "2.4", "fallthrough", "include set", "whole key set")
+
+
+def test_ex02_forgetting_the_mask(tmp_path):
+    path = mutate(tmp_path, "ex02", ("    return ks & fallthrough_mask", "    return ks"))
+    assert_fails_with(harness.grade("ex02", path, seed=6), "2.4", "fallthrough")
+
+
+def test_ex02_picking_the_lowest_priority_key(tmp_path):
+    path = mutate(tmp_path, "ex02", ("    return ks.highest_priority_key()", "    return next(iter(ks))"))
+    graded = harness.grade("ex02", path, seed=7)
+    assert all(graded[f"2.{i}"].passed for i in range(1, 5))
+    assert_fails_with(graded, "2.5", "lowest-priority")
+
+
+def test_ex02_answering_with_a_functionality_key(tmp_path):
+    path = mutate(tmp_path, "ex02", ("    return ks.highest_priority_key()", "    return ks.highest_functionality_key()"))
+    assert_fails_with(harness.grade("ex02", path, seed=8), "2.5", "functionality", "runtime key")
+
+
+def test_ex02_key_from_the_tensors_alone(tmp_path):
+    path = mutate(
+        tmp_path,
+        "ex02",
+        (
+            "    ks = compute_dispatch_key_set(tensor_key_sets, tls_include, tls_exclude, fallthrough_mask)",
+            "    ks = compute_dispatch_key_set(tensor_key_sets, DispatchKeySet(), DispatchKeySet(), DispatchKeySet.full())",
+        ),
+    )
+    assert_fails_with(harness.grade("ex02", path, seed=9), "2.5", "tensors' keys alone")
+
+
+def test_ex02_hard_coded_answers_fail(tmp_path):
+    folder = tmp_path / "hard"
+    folder.mkdir()
+    path = folder / "ex02_keyset.py"
+    path.write_text(
+        "import labsupport as lab\n"
+        "def compute_dispatch_key_set(tensor_key_sets, tls_include, tls_exclude, fallthrough_mask):\n"
+        "    return lab.DispatchKeySet(['CPU', 'BackendSelect', 'ADInplaceOrView', 'AutogradCPU'])\n"
+        "def dispatch_key_for(tensor_key_sets, tls_include, tls_exclude, fallthrough_mask):\n"
+        "    return lab.DispatchKey.AutogradCPU\n"
+    )
+    assert harness.score(harness.grade("ex02", path, seed=10)) == 0
+
+
+def test_ex02_a_crash_on_a_factory_call_is_explained(tmp_path):
+    path = mutate(
+        tmp_path,
+        "ex02",
+        ("    ks = DispatchKeySet()  # the empty set\n", "    ks = DispatchKeySet()\n    ks = list(tensor_key_sets)[0]\n"),
+    )
+    result = assert_fails_with(harness.grade("ex02", path, seed=12), "2.1", "no tensor arguments")
+    assert "IndexError" in result.verdict.message and "ex02_keyset.py:" in result.verdict.message
