@@ -14,9 +14,9 @@ import re
 import subprocess
 from pathlib import Path
 
+import grade_harness as harness
 import pytest
 
-import grade_harness as harness
 from labsupport.grade.registry import REPO_ROOT, load_exercise
 
 SOLUTIONS = REPO_ROOT / "solutions"

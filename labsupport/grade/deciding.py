@@ -56,7 +56,7 @@ def array(value: Any) -> Any:
     try:
         if isinstance(value, dict):
             shape = [int(s) for s in value["shape"]]
-            flat = [float(v) if not isinstance(v, str) else float(v) for v in value["flat"]]
+            flat = [float(v) for v in value["flat"]]  # "nan", "inf" and "-inf" too
             return np.array(flat, dtype=np.float64).reshape(shape)
         if isinstance(value, (list, bool, int, float)):
             result = np.array(value)

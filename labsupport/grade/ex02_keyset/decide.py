@@ -249,7 +249,7 @@ def plan_fallthrough(rng: Any) -> dict[str, Any]:
 
 
 def plan_chosen_key(rng: Any) -> dict[str, Any]:
-    operators = [[]] + _operators(rng)
+    operators = [[], *_operators(rng)]
     cases = []
     for _ in range(CASES):
         fallthroughs = operators[int(rng.integers(len(operators)))]
