@@ -257,3 +257,117 @@ def test_ex02_a_crash_on_a_factory_call_is_explained(tmp_path):
     )
     result = assert_fails_with(harness.grade("ex02", path, seed=12), "2.1", "no tensor arguments")
     assert "IndexError" in result.verdict.message and "ex02_keyset.py:" in result.verdict.message
+
+
+# ---- ex04: myadd and myadd_ -----------------------------------------------------------------------
+
+NO_GUARD = (
+    "        with lab.AutoDispatchBelowADInplaceOrView():\n            result = op.call(self, other)\n",
+    "        result = op.call(self, other)\n",
+)
+
+
+def test_ex04_redispatch_without_excluding_autograd(tmp_path):
+    graded = harness.grade("ex04", mutate(tmp_path, "ex04", NO_GUARD), seed=1)
+    assert graded["4.1"].passed and graded["4.7"].passed and graded["4.6"].passed
+    result = assert_fails_with(graded, "4.2", "autograd keys are still in the key set", "section 6")
+    message = result.verdict.message
+    assert message.count("DispatchRecursionError") == 1 and "wrong/ex04_register.py" not in message
+    assert "ex04_register.py:" in message and "times before" not in message
+    for hint in result.verdict.hints:  # the exception explains itself; the hint does not say it again
+        assert "re-entered" not in hint and "infinite recursion" not in hint
+    # the same mistake reads the same in every check it breaks, so the report prints it once
+    same = {(graded[n].verdict.message.split("\n(while")[0], graded[n].verdict.hints) for n in ("4.2", "4.4", "4.5")}
+    assert len(same) == 1
+
+
+def test_ex04_autograd_kernel_registered_on_cpu(tmp_path):
+    path = mutate(
+        tmp_path,
+        "ex04",
+        (
+            'autograd = lab.Library("myops", "IMPL", "Autograd", dispatcher=dispatcher)',
+            'autograd = lab.Library("myops", "IMPL", "CPU", dispatcher=dispatcher)',
+        ),
+    )
+    assert_fails_with(harness.grade("ex04", path, seed=2), "4.1", "autograd kernel on the CPU key", "Autograd alias")
+
+
+def test_ex04_autograd_kernel_that_computes_instead_of_redispatching(tmp_path):
+    path = mutate(
+        tmp_path,
+        "ex04",
+        (NO_GUARD[0], "        result = myadd_cpu(self, other)\n"),
+    )
+    graded = harness.grade("ex04", path, seed=3)
+    assert graded["4.2"].passed
+    assert_fails_with(graded, "4.4", "computes the result itself", "below autograd")
+
+
+def test_ex04_numpy_broadcasting_instead_of_a_shape_check(tmp_path):
+    path = mutate(
+        tmp_path,
+        "ex04",
+        ("    if self._sizes != other._sizes:\n        raise RuntimeError(\n            f\"myadd: self", "    if False:\n        raise RuntimeError(\n            f\"myadd: self"),
+        ("    data = (self._data + other._data).astype(self._dtype.np, copy=False)\n    return type(self)._make(data, self._sizes,",
+         "    data = (self._data + other._data).astype(self._dtype.np, copy=False)\n    return type(self)._make(data, data.shape,"),
+    )
+    graded = harness.grade("ex04", path, seed=4)
+    assert graded["4.2"].passed
+    assert_fails_with(graded, "4.3", "same shape", "broadcast")
+
+
+def test_ex04_inplace_returning_a_new_tensor(tmp_path):
+    path = mutate(
+        tmp_path,
+        "ex04",
+        (
+            '    np.add(self._data, other._data, out=self._data, casting="unsafe")  # the storage self already has\n'
+            "    return self\n",
+            "    return type(self)._make(self._data + other._data, self._sizes, self._dtype, self._device)\n",
+        ),
+    )
+    graded = harness.grade("ex04", path, seed=5)
+    assert graded["4.2"].passed and graded["4.4"].passed
+    assert_fails_with(graded, "4.6", "returns its own input")
+
+
+def test_ex04_inplace_rebinding_the_data(tmp_path):
+    path = mutate(
+        tmp_path,
+        "ex04",
+        (
+            '    np.add(self._data, other._data, out=self._data, casting="unsafe")  # the storage self already has\n',
+            "    self._data = self._data + other._data\n",
+        ),
+    )
+    assert_fails_with(harness.grade("ex04", path, seed=6), "4.6", "storage self already has", "alias")
+
+
+def test_ex04_inplace_without_an_ad_inplace_or_view_kernel(tmp_path):
+    path = mutate(
+        tmp_path,
+        "ex04",
+        ('    inplace_or_view.impl("myadd_", myadd__ad_inplace_or_view, with_keyset=True)\n', ""),
+    )
+    graded = harness.grade("ex04", path, seed=7)
+    assert_fails_with(graded, "4.1", "ADInplaceOrView", "bumps the version")
+    assert_fails_with(graded, "4.6", "nothing bumped the version", "fallthrough")
+
+
+def test_ex04_backward_with_one_gradient_for_two_inputs(tmp_path):
+    path = mutate(tmp_path, "ex04", ("        return [grad, grad]", "        return [grad]"))
+    graded = harness.grade("ex04", path, seed=8)
+    assert graded["4.4"].passed
+    assert_fails_with(graded, "4.5", "one gradient per input")
+
+
+def test_ex04_graph_recorded_under_no_grad(tmp_path):
+    path = mutate(tmp_path, "ex04", ("        if compute_requires_grad(self, other):\n", "        if True:\n"))
+    assert_fails_with(harness.grade("ex04", path, seed=9), "4.5", "only when some input requires grad")
+
+
+def test_ex04_not_returning_every_library(tmp_path):
+    path = mutate(tmp_path, "ex04", ("    return [defs, cpu, autograd, inplace_or_view]", "    return [cpu, autograd, inplace_or_view]"))
+    graded = harness.grade("ex04", path, seed=10)
+    assert_fails_with(graded, "4.1", "no schema any more", "the DEF one included")

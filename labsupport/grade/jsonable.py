@@ -153,3 +153,21 @@ def _short(filename: str) -> str:
         if anchor in parts:
             return "/".join(parts[parts.index(anchor) :])
     return Path(filename).name
+
+
+def encode_array(array: Any) -> dict[str, Any]:
+    """A numpy array as plan inputs: ``{"dtype", "shape", "flat"}`` (floats exactly, as float64)."""
+    import numpy as np
+
+    array = np.asarray(array)
+    flat = array.ravel().tolist() if array.dtype.kind in "biu" else array.astype(np.float64).ravel().tolist()
+    return {"dtype": str(array.dtype), "shape": list(array.shape), "flat": flat}
+
+
+def decode_array(data: dict[str, Any]) -> Any:
+    """The numpy array of ``encode_array``."""
+    import numpy as np
+
+    return np.array(data["flat"], dtype=np.float64 if data["dtype"].startswith("float") else None).astype(
+        data["dtype"]
+    ).reshape(data["shape"])
