@@ -371,3 +371,56 @@ def test_ex04_not_returning_every_library(tmp_path):
     path = mutate(tmp_path, "ex04", ("    return [defs, cpu, autograd, inplace_or_view]", "    return [cpu, autograd, inplace_or_view]"))
     graded = harness.grade("ex04", path, seed=10)
     assert_fails_with(graded, "4.1", "no schema any more", "the DEF one included")
+
+
+# ---- ex06: the structured kernel sqdiff -----------------------------------------------------------
+
+COPYTO = '        np.copyto(out._data, cast_array(np.multiply(diff, diff), out._data.dtype), casting="unsafe")'
+
+
+def test_ex06_rebinding_out_data_instead_of_writing_into_it(tmp_path):
+    """The issue's case: `out._data = (a - b) * (a - b)` scored 10/10."""
+    path = mutate(tmp_path, "ex06", (COPYTO, "        out._data = np.multiply(diff, diff)"))
+    graded = harness.grade("ex06", path, seed=1)
+    assert graded["6.1"].passed
+    result = assert_fails_with(graded, "6.4", "writes into the", "storage it is given", "set_output")
+    assert "reports dtype float64 but its storage holds float32" in result.verdict.message or "replaced" in result.verdict.message
+    assert_fails_with(graded, "6.3", "replaced the output's array")
+
+
+def test_ex06_wider_out_reports_float64_but_holds_float32(tmp_path):
+    path = mutate(tmp_path, "ex06", (COPYTO, "        out._data = np.multiply(diff, diff)"))
+    graded = harness.grade("ex06", path, seed=2, only="6.4")
+    # every seed's plan has a float32 x float32 -> float64 out= case; whichever case fails first, the
+    # decision names the rebinding; the float64/float32 disagreement is reported when that case comes first
+    cases = graded["6.4"].inputs["cases"]
+    assert any(c["self"]["dtype"] == "float32" and c["out"]["dtype"] == "float64" for c in cases)
+    assert_fails_with(graded, "6.4", "replaced the output's array")
+
+
+def test_ex06_meta_without_the_bool_check(tmp_path):
+    """The issue's case: without sub_check, a raw numpy TypeError under 6.1."""
+    path = mutate(tmp_path, "ex06", ("        sub_check(self_, other)  # like sub: no bool tensors\n", ""))
+    graded = harness.grade("ex06", path, seed=3)
+    assert graded["6.2"].passed and graded["6.4"].passed
+    result = assert_fails_with(graded, "6.1", "bool tensors", "meta()")
+    assert "TypeError" in result.verdict.message  # the raw error is shown once, with the hint naming the check
+
+
+def test_ex06_meta_that_announces_no_output(tmp_path):
+    path = mutate(
+        tmp_path, "ex06", ("        self.build_borrowing_binary_op(self.maybe_get_output(0), self_, other)", "        pass")
+    )
+    graded = harness.grade("ex06", path, seed=4)
+    assert_fails_with(graded, "6.1", "announced no output")
+
+
+def test_ex06_impl_that_returns_a_new_tensor(tmp_path):
+    path = mutate(
+        tmp_path,
+        "ex06",
+        (COPYTO, "        return type(out)._make(np.multiply(diff, diff), out._sizes, out._dtype, out._device)"),
+    )
+    graded = harness.grade("ex06", path, seed=5)
+    assert graded["6.1"].passed
+    assert_fails_with(graded, "6.2", "common dtype")

@@ -136,7 +136,7 @@ def tensor(value: Any) -> dict[str, Any]:
         record["data_shape"] = list(data.shape)
         record["values"] = values(data)
     elif data is not None:
-        record["data_dtype"] = type(data).__name__
+        record["data_dtype"] = f"{type(data).__name__} (not a numpy array)"
     return record
 
 
