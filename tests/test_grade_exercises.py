@@ -424,3 +424,83 @@ def test_ex06_impl_that_returns_a_new_tensor(tmp_path):
     graded = harness.grade("ex06", path, seed=5)
     assert graded["6.1"].passed
     assert_fails_with(graded, "6.2", "common dtype")
+
+
+# ---- ex07: the boxed for-loop fallback ------------------------------------------------------------
+
+GUARD = "    with lab.ExcludeDispatchKeyGuard(BATCHED_KEY_SET):  # run below Batched\n"
+POP = (
+    "    arguments = stack[len(stack) - num_arguments :]\n"
+    "    del stack[len(stack) - num_arguments :]  # a boxed kernel pops its arguments...\n"
+)
+
+
+def test_ex07_fallback_without_the_exclude_guard(tmp_path):
+    """The issue's case: no ExcludeDispatchKeyGuard scored 10/10."""
+    graded = harness.grade("ex07", mutate(tmp_path, "ex07", (GUARD, "    if True:\n")), seed=1)
+    assert all(graded[n].passed for n in ("7.1", "7.2", "7.3", "7.5"))
+    result = assert_fails_with(graded, "7.4", "below the batched key", "excluded")
+    assert "exclude set" in result.verdict.message
+
+
+def test_ex07_popping_the_whole_stack(tmp_path):
+    """The issue's case: `args = list(stack); stack.clear()` scored 10/10 (one-argument stacks only)."""
+    path = mutate(tmp_path, "ex07", (POP, "    arguments = list(stack)\n    stack.clear()\n"))
+    graded = harness.grade("ex07", path, seed=2)
+    assert graded["7.1"].passed and graded["7.4"].passed
+    assert_fails_with(graded, "7.5", "only the top", "as many as the operator's schema has arguments")
+
+
+def test_ex07_running_the_whole_batch_at_once(tmp_path):
+    """The issue's case: not splitting the batch gave a raw ValueError from make_batched."""
+    path = mutate(
+        tmp_path,
+        "ex07",
+        (
+            "            element_stack = [select_batch_element(a, index) if is_batched(a) else a for a in arguments]\n",
+            "            element_stack = [unwrap_batched(a) if is_batched(a) else a for a in arguments]\n",
+        ),
+        ("        for index in range(size):\n", "        for index in range(1):\n"),
+        (
+            "        stack.append(stack_results([returns[i] for returns in per_element]))",
+            "        stack.append(make_batched(per_element[0][i]))",
+        ),
+    )
+    graded = harness.grade("ex07", path, seed=3)
+    assert graded["7.1"].passed  # elementwise operators hide it...
+    result = assert_fails_with(graded, "7.3", "once on the whole batch", "once per batch element")
+    # the full sum (always the last case of 7.3) is where make_batched raised its ValueError: decided alone,
+    # the raw error is shown once and the hint explains it
+    from labsupport.grade.ex07_boxed_fallback.decide import decide_calls
+
+    last = {"cases": result.inputs["cases"][-1:]}
+    alone = decide_calls(last, {"results": result.observed["results"][-1:]})
+    assert "ValueError: make_batched needs" in alone.message and alone.hints == result.verdict.hints
+
+
+def test_ex07_leaving_the_arguments_on_the_stack(tmp_path):
+    path = mutate(
+        tmp_path, "ex07", (POP, "    arguments = stack[len(stack) - num_arguments :]\n")
+    )
+    graded = harness.grade("ex07", path, seed=4)
+    assert graded["7.1"].passed is False or graded["7.5"].passed is False
+    assert_fails_with(graded, "7.5", "pops its arguments")
+
+
+def test_ex07_splitting_plain_tensors_too(tmp_path):
+    path = mutate(
+        tmp_path,
+        "ex07",
+        (
+            "select_batch_element(a, index) if is_batched(a) else a for a in arguments]",
+            "select_batch_element(a, index) if isinstance(a, TensorBase) else a for a in arguments]",
+        ),
+    )
+    graded = harness.grade("ex07", path, seed=5)
+    assert graded["7.1"].passed
+    assert_fails_with(graded, "7.2", "only the batched arguments are split")
+
+
+def test_ex07_results_not_wrapped_as_batched(tmp_path):
+    path = mutate(tmp_path, "ex07", ("    return make_batched(full)", "    return full"))
+    assert_fails_with(harness.grade("ex07", path, seed=6), "7.1", "batched result")
