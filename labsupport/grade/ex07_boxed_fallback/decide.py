@@ -352,8 +352,9 @@ def decide_stack(inputs: Any, observed: Any) -> Verdict:
 # ---- the checks -----------------------------------------------------------------------------------
 
 EXERCISE.add_check(
-    "7.1", "add, sub, mul of two batched tensors (alpha too)", 2, plan=plan_batched, observe="calls", decide=decide_calls
-)
+    "7.1", "add, sub, mul of two batched tensors (alpha too)", 2,
+    plan=plan_batched, observe="calls", decide=decide_calls,
+)  # fmt: skip
 EXERCISE.add_check(
     "7.2", "a batched and an unbatched argument", 2, plan=plan_mixed, observe="calls", decide=decide_calls
 )
