@@ -417,6 +417,20 @@ def test_ex06_meta_that_announces_no_output(tmp_path):
     assert_fails_with(graded, "6.1", "announced no output")
 
 
+def test_ex06_meta_with_the_unary_builder(tmp_path):
+    """Transcribing notebook 06's unary `twice` example: no broadcasting, no type promotion."""
+    path = mutate(
+        tmp_path,
+        "ex06",
+        (
+            "        self.build_borrowing_binary_op(self.maybe_get_output(0), self_, other)",
+            "        self.build_borrowing_unary_op(self.maybe_get_output(0), self_)",
+        ),
+    )
+    graded = harness.grade("ex06", path, seed=7)
+    assert_fails_with(graded, "6.1", "from self alone", "binary")
+
+
 def test_ex06_impl_that_returns_a_new_tensor(tmp_path):
     path = mutate(
         tmp_path,
@@ -595,3 +609,23 @@ def test_ex04_guard_entered_but_never_left(tmp_path):
     finally:
         tls.restore(saved)  # the wrong answer leaves the guard entered in this process
     assert_fails_with(graded, "4.4", "guard must be left", "context manager")
+
+
+# ---- hints get more specific with repeated failures -----------------------------------------------
+
+
+def test_hints_are_progressive_for_the_issue_cases(tmp_path):
+    """First a pointer to the notebook section, then more detail; the last level repeats from then on."""
+    cases = [
+        ("ex02", "2.3", ("    ks = ks - tls_exclude", "    ks = DispatchKeySet.from_raw(int(ks) & ~int(tls_exclude))")),
+        ("ex06", "6.4", (COPYTO, "        out._data = np.multiply(diff, diff)")),
+        ("ex07", "7.4", (GUARD, "    if True:\n")),
+        ("ex07", "7.5", (POP, "    arguments = list(stack)\n    stack.clear()\n")),
+        ("ex04", "4.2", NO_GUARD),
+    ]
+    for n, (exercise, number, edit) in enumerate(cases):
+        result = harness.grade(exercise, mutate(tmp_path, exercise, edit, tag=f"p{n}"), seed=n, only=number)[number]
+        hints = result.verdict.hints
+        assert len(hints) >= 2 and len(set(hints)) == len(hints), (exercise, number, hints)
+        assert "notebook" in result.hint(0), (exercise, number)
+        assert result.hint(0) != result.hint(1) and result.hint(7) == hints[-1]

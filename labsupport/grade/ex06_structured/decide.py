@@ -242,19 +242,40 @@ def _learner_raised(what: str, record: Any) -> Verdict:
     text = raised(record) or "an exception"
     if isinstance(record, dict) and record.get("type") == "TypeError" and "boolean" in str(record.get("message")):
         return failed(f"{what} raised {text}", *BOOL_HINTS)
+    if isinstance(record, dict) and record.get("type") == "ValueError" and "broadcast" in str(record.get("message")):
+        return failed(
+            f"{what} raised {text}",
+            f"numpy could not fit the values into the output: the output meta() announced does not have the "
+            f"inputs' broadcast shape ({S3}, {S4})",
+        )
     return failed(
         f"{what} raised {text}",
         f"your kernel raised where sub-then-mul gives a result; the line above is in your file ({S2}, {S3})",
     )
 
 
-def _compare(what: str, got: Any, expected: Any, *, check_values: bool = True) -> Verdict | None:
+def _compare(
+    what: str, got: Any, expected: Any, *, check_values: bool = True, case: dict[str, Any] | None = None
+) -> Verdict | None:
     """None when ``got`` (an observed record) matches the reference tensor ``expected``."""
     if not is_tensor(got):
         if isinstance(got, dict) and got.get("class") == "NoneType":
             return failed(f"{what} returned None", *NO_OUTPUT_HINTS)
         return failed(f"{what} returned {describe(got)}", *NO_OUTPUT_HINTS)
     want = f"{expected._dtype.name}{list(expected._sizes)} on {expected._device}"
+    mine = case["self"] if case is not None else None
+    if (
+        mine is not None
+        and [got["sizes"], got["dtype"]] == [mine["shape"], mine["dtype"]]
+        and [got["sizes"], got["dtype"]] != [list(expected._sizes), expected._dtype.name]
+    ):
+        return failed(
+            f"{what} is {describe(got)}, the shape and dtype of self alone; expected {want}",
+            f"your meta() announced the output from self alone, the way a unary operator does: sqdiff is binary, "
+            f"so its output has the broadcast shape and the promoted dtype of both inputs ({S3})",
+            "TensorIteratorBase has one builder per kind of operator; the unary one keeps its single input's shape "
+            "and dtype, the binary one broadcasts and promotes",
+        )
     if got["sizes"] != list(expected._sizes):
         return failed(
             f"{what} has sizes {got['sizes']}, expected the broadcast shape {list(expected._sizes)}",
@@ -308,7 +329,7 @@ def decide_meta(inputs: Any, observed: Any) -> Verdict:
             )
         if "raised" in seen:
             return _learner_raised(what, seen["raised"])
-        verdict = _compare(what, seen["result"], expected)
+        verdict = _compare(what, seen["result"], expected, case=case)
         if verdict is not None:
             return verdict
     return passed(
@@ -328,7 +349,7 @@ def decide_functional(inputs: Any, observed: Any) -> Verdict:
             return _learner_raised(what, seen["raised"])
         if error is not None:
             return garbled("sqdiff calls")
-        verdict = _compare(what, seen["result"], expected)
+        verdict = _compare(what, seen["result"], expected, case=case)
         if verdict is not None:
             return verdict
     return passed(f"{len(cases)} random calls (CPU, simulated CUDA, a wrapped number) match sub-then-mul")
