@@ -629,3 +629,15 @@ def test_hints_are_progressive_for_the_issue_cases(tmp_path):
         assert len(hints) >= 2 and len(set(hints)) == len(hints), (exercise, number, hints)
         assert "notebook" in result.hint(0), (exercise, number)
         assert result.hint(0) != result.hint(1) and result.hint(7) == hints[-1]
+
+
+def test_ex02_mask_before_exclude_is_not_a_mistake(tmp_path):
+    """`&` and `-` commute: ((T | I) & M) - E == ((T | I) - E) & M bit for bit (`-` clears functionality
+    bits only, `&` keeps the bits both sets have). Only masking before the include set is wrong."""
+    path = mutate(
+        tmp_path,
+        "ex02",
+        ("    ks = ks - tls_exclude  # 3.", "    ks = ks & fallthrough_mask  # 3."),
+        ("    return ks & fallthrough_mask", "    return ks - tls_exclude"),
+    )
+    assert harness.score(harness.grade("ex02", path, seed=13)) == 10

@@ -7,6 +7,13 @@ runtime key that records the key set it was called with and the key whose slot r
 sets the thread-local sets with ``ForceDispatchKeyGuard`` and calls the probe on stand-in tensors
 (objects with a ``_ks``), so the expected answer is whatever ``Dispatcher::call`` really computes.
 Only the inputs (tensor key sets, TLS sets, the operator's fallthrough mask) go to the worker.
+
+The misunderstandings the hints name (each is a wrong submission in tests/test_grade_exercises.py):
+clearing the exclude set with integer "and not" (drops backend bits: 2.3); forgetting the TLS include
+set (2.2); adding the include set after removing the exclude set (2.2); applying the fallthrough mask
+before adding the include set (2.4); forgetting the mask (2.4); the lowest-priority key, a
+functionality instead of a runtime key, or the key of the tensors alone (2.5); crashing on a call
+with no tensors (a factory).
 """
 
 from __future__ import annotations

@@ -3,6 +3,14 @@ engine (``labsupport.torch``), and the verdicts.
 
 The worker registers the learner's operators on a fresh dispatcher and reports results, traces
 (``[operator, key, key names]``), gradients and versions; nothing it sends decides a grade by itself.
+
+The misunderstandings the hints name (each is a wrong submission in tests/test_grade_exercises.py):
+calling the operator again without stepping below autograd (DispatchRecursionError, explained once);
+registering the autograd kernel on the CPU key (4.1); an autograd kernel that computes the result
+itself (4.4); a guard entered but never left (4.4); numpy broadcasting instead of a shape check (4.3);
+one gradient for two inputs, or a graph recorded under no_grad (4.5); an in-place kernel that returns
+a new tensor, rebinds the data, or has no ADInplaceOrView kernel (4.6); not returning the DEF library
+(4.1, 4.7).
 """
 
 from __future__ import annotations

@@ -3,6 +3,12 @@ default front end's ``sub`` then ``mul``, its in-place and out= variants), and t
 
 The worker builds a front end around the learner's kernels and reports tensor records; whether a
 result is right (shape, dtype, the storage's own dtype, values, aliasing) is decided here.
+
+The misunderstandings the hints name (each is a wrong submission in tests/test_grade_exercises.py):
+rebinding ``out._data`` instead of writing into the storage (the out tensor reports one dtype and
+holds another, aliases never see the result: 6.3, 6.4); no bool check in meta() (numpy's TypeError:
+6.1); a meta() that announces no output (6.1); the unary builder, i.e. the output of self alone (6.1);
+an impl() that returns a new tensor instead of filling the output (6.2).
 """
 
 from __future__ import annotations

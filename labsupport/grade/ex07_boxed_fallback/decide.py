@@ -1,6 +1,12 @@
 """Exercise 07, parent side: random calls on batched tensors, the expected results from the lab's own
 engine (the operator run on each batch element with the default front end, then stacked), and the
 verdicts on results, dispatch traces and boxed stacks.
+
+The misunderstandings the hints name (each is a wrong submission in tests/test_grade_exercises.py):
+no exclude guard around the per-element calls (seen in the trace's TLS exclude sets: 7.4); taking the
+whole stack instead of the operator's arguments (stacks with the caller's entries below: 7.5); running
+the operator once on the whole batch (make_batched's ValueError on a reduction: 7.3); leaving the
+arguments on the stack (7.5); splitting plain tensors too (7.2); results not wrapped as batched (7.1).
 """
 
 from __future__ import annotations

@@ -3,6 +3,11 @@ front end (``labsupport.torch``: the dispatcher path every op took before the ch
 verdicts on the learner's "after" build: its yaml, its results, which calls still enter the
 dispatcher, Test A (the profiler) and Test B (instructions per call; the "before" count is measured
 here, in the parent).
+
+The misunderstandings the hints name (each is a wrong submission in tests/test_grade_exercises.py):
+a binding that never bypasses (Test A and B: 8.4, 8.5); bypassing every device, or checking only
+self's device (a CPU scalar with a CUDA tensor is a CUDA call: 8.3); dropping alpha (8.2); a yaml entry
+that stays structured, has no kernels for the dispatcher path, or changes add_/add.out too (8.1).
 """
 
 from __future__ import annotations
