@@ -641,3 +641,17 @@ def test_ex02_mask_before_exclude_is_not_a_mistake(tmp_path):
         ("    return ks & fallthrough_mask", "    return ks - tls_exclude"),
     )
     assert harness.score(harness.grade("ex02", path, seed=13)) == 10
+
+
+def test_ex08_transcribing_notebook_08s_mul(tmp_path):
+    """Notebook 08 works the change through on mul, which has no alpha: a copy with mul -> add fails."""
+    path = mutate(
+        tmp_path,
+        "ex08",
+        ("def add(self: Any, other: Any, alpha: Any = 1) -> Any:", "def add(self: Any, other: Any) -> Any:"),
+        ("        return add_functional(self, other, alpha)  #", "        return add_functional(self, other)  #"),
+        ("    return build.functions.__dispatch_add(self, other, alpha)", "    return build.functions.__dispatch_add(self, other)"),
+    )
+    graded = harness.grade("ex08", path, seed=8)
+    assert graded["8.1"].passed
+    assert_fails_with(graded, "8.2", "alpha included")

@@ -274,8 +274,16 @@ def _result(what: str, seen: Any, case: dict[str, Any]) -> Verdict | None:
             f"your add must behave exactly like the generated at::add, refusals included ({P3})",
         )
     if "raised" in seen:
-        hints = BYPASS_ALL if not all_cpu(case) and seen["dispatched"] == 0 else (
-            f"your add raised where the generated at::add gives a result ({P3})",)  # fmt: skip
+        message = str(seen["raised"].get("message", "")) if isinstance(seen["raised"], dict) else ""
+        if "positional argument" in message or "alpha" in message:
+            hints: tuple[str, ...] = (
+                f"your add does not take add.Tensor's arguments: the hand-written binding replaces at::add, so it "
+                f"takes exactly what the schema lists, alpha included ({P3})",
+            )
+        elif not all_cpu(case) and seen["dispatched"] == 0:
+            hints = BYPASS_ALL
+        else:
+            hints = (f"your add raised where the generated at::add gives a result ({P3})",)
         return failed(f"{what}: after the change it raised {raised(seen['raised'])}", *hints)
     got = seen.get("result")
     expected_label = f"{want._dtype.name}{list(want._sizes)} on {want._device}"
