@@ -165,10 +165,11 @@ NOT_SPLIT = (
 )
 NO_GUARD = (
     f"the per-element calls ran with the Batched key still enabled: the loop must run below the Batched key "
-    f"(excluded in the thread-local state), as PyTorch's for-loop fallback does ({S4})",
-    "excluding Batched for the loop is what guarantees that nothing inside the per-element calls (an argument "
-    "that is still batched, an operator that calls other operators) comes back into this fallback; notebook 02, "
-    "section 6 shows the guards",
+    f"(excluded in the thread-local state) ({S4})",
+    "excluding the key for the loop is what guarantees that nothing inside the per-element calls (an argument "
+    "that is still batched, an operator that calls other operators) comes back into this fallback; functorch's "
+    "fallback (aten/src/ATen/functorch/BatchedFallback.cpp) makes each per-element call with FuncTorchBatched "
+    "excluded. Notebook 02, section 6 shows the guards",
 )
 POP_ALL = (
     f"your fallback took entries of the stack that were not its arguments: a boxed kernel owns only the top "
