@@ -1,27 +1,25 @@
 """Exercise 02 -- compute the dispatch key set of a call, the way the dispatcher does.
 
-Notebook: 02 (keys and key sets), the cells on the call's key set, TLS include/exclude and guards.
-Grade it: ``python -m labsupport.grade ex02``, or ``lab.grade("ex02")`` in a notebook cell.
+Notebook: 02 (keys and key sets), sections 3 (functionality bits x backend bits), 6 (thread-local
+include and exclude sets) and 7 (the key set of a call). Grade it: ``lab.grade("ex02")`` in a notebook
+cell, or ``.venv/bin/python -m labsupport.grade ex02`` in a terminal.
 
-What PyTorch does (``DispatchKeyExtractor.h`` and ``Dispatcher::call``): before it can index an
-operator's dispatch table, the dispatcher turns a call into one DispatchKeySet:
+Before it can index an operator's dispatch table, PyTorch's dispatcher (``DispatchKeyExtractor.h`` and
+``Dispatcher::call``) turns a call into one DispatchKeySet, from four things: the key sets of the
+call's tensor arguments, the thread-local include set, the thread-local exclude set, and the
+operator's fallthrough mask. Then the kernel of one key of that set runs.
 
-1. the union of the key sets of every tensor argument,
-2. plus the thread-local *include* set (by default BackendSelect and ADInplaceOrView),
-3. minus the thread-local *exclude* set (by default the Autocast keys; guards such as
-   ``AutoDispatchBelowAutograd`` add the autograd keys to it),
-4. restricted to the operator's *fallthrough mask*: keys whose kernel is a fallthrough are removed.
+The grader feeds your functions hundreds of seeded random calls (CPU, CUDA, XLA, Meta, sparse,
+quantized and nested tensors, Python and Functionalize keys, autocast, guards, excluded per-backend
+keys, operators with fallthrough kernels, calls with no tensors at all) and compares each answer with
+what the lab's dispatcher computes for the same call.
 
-The kernel that runs is the one for the set's highest-priority key.
+Try it in a notebook cell::
 
-Watch out: a key set is *functionality bits x backend bits*. ``AutogradCPU`` is the Autograd
-functionality bit plus the CPU backend bit. Removing ``AutogradCPU`` from a set must not remove the
-CPU backend bit, or the CPU kernel could no longer be found. ``DispatchKeySet.__sub__`` (``-``) gets
-this right: it clears functionality bits only. Plain integer arithmetic (``& ~``) does not.
-
-The grader feeds your functions hundreds of seeded random calls (CPU, CUDA, XLA, Meta, sparse and
-quantized tensors, Python and Functionalize keys, autocast keys, excluded per-backend keys,
-fallthrough masks) and compares each answer with what the lab's real dispatcher computes.
+    ex02 = lab.load_exercise("ex02")        # your exercises/ex02_keyset.py, freshly imported
+    x = torch.tensor([1.0])
+    ex02.compute_dispatch_key_set([lab.dispatch_keys(x)], lab.tls_include_set(), lab.tls_exclude_set(),
+                                  lab.DispatchKeySet.full())
 """
 
 from __future__ import annotations
@@ -37,18 +35,14 @@ def compute_dispatch_key_set(
     tls_exclude: DispatchKeySet,
     fallthrough_mask: DispatchKeySet,
 ) -> DispatchKeySet:
-    """The key set the dispatcher computes for one call.
+    """The DispatchKeySet the dispatcher computes for one call (notebook 02, section 7).
 
-    ``tensor_key_sets`` holds one DispatchKeySet per tensor argument (possibly none at all).
+    ``tensor_key_sets`` holds one DispatchKeySet per tensor argument, possibly none at all.
+    ``fallthrough_mask`` is the operator's mask: the keys whose kernel is a fallthrough are not in it.
     Return a ``DispatchKeySet``.
     """
-    # TODO 1: start from the empty set, DispatchKeySet(), and OR in every tensor's key set.
-    # TODO 2: add the TLS include set.
-    # TODO 3: remove the TLS exclude set -- with `-`, which keeps backend bits (see the docstring).
-    # TODO 4: keep only the keys in fallthrough_mask (`&`).
     raise NotImplementedError(
-        "ex02: implement compute_dispatch_key_set in exercises/ex02_keyset.py: "
-        "((union of tensor key sets | tls_include) - tls_exclude) & fallthrough_mask (notebook 02)"
+        "ex02: write compute_dispatch_key_set in exercises/ex02_keyset.py (notebook 02, section 7)"
     )
 
 
@@ -58,14 +52,11 @@ def dispatch_key_for(
     tls_exclude: DispatchKeySet,
     fallthrough_mask: DispatchKeySet,
 ) -> DispatchKey:
-    """The DispatchKey whose kernel runs for this call: the highest-priority key of the computed set.
+    """The runtime DispatchKey whose kernel runs for this call (notebook 02, sections 4 and 8).
 
-    The highest functionality bit wins; for a per-backend functionality (Dense, AutogradFunctionality,
-    Sparse, ...) the highest backend bit then picks the runtime key (Dense + CUDA -> CUDA).
-    ``DispatchKeySet.highest_priority_key()`` does this for you; notebook 02 shows how.
+    Same arguments as ``compute_dispatch_key_set``. Return one ``DispatchKey`` (a runtime key such as
+    ``CUDA`` or ``AutogradCPU``).
     """
-    # TODO: reuse compute_dispatch_key_set, then pick the highest-priority key.
     raise NotImplementedError(
-        "ex02: implement dispatch_key_for in exercises/ex02_keyset.py: the highest-priority key of "
-        "compute_dispatch_key_set(...) (notebook 02)"
+        "ex02: write dispatch_key_for in exercises/ex02_keyset.py (notebook 02, sections 4 and 8)"
     )

@@ -1,35 +1,43 @@
-"""Exercise 04 -- register a new operator, myadd, with a CPU kernel and an autograd kernel.
+"""Exercise 04 -- register two new operators: myadd (functional) and myadd_ (in-place).
 
-Notebook: 04 (registering operators), the myadd cells: define / impl per key, the autograd kernel
-and its redispatch. Grade it: ``python -m labsupport.grade ex04``, or ``lab.grade("ex04")``.
+Notebook: 04 (registering operators), sections 2-3 (define, a CPU kernel), 6 (an autograd kernel that
+redispatches), 8 (in-place operators and ADInplaceOrView), 10 (alias keys) and 11 (closing libraries).
+Grade it: ``lab.grade("ex04")`` in a notebook cell, or ``.venv/bin/python -m labsupport.grade ex04``.
 
-What PyTorch does (seed 003, the "Registering a Dispatched Operator in C++" tutorial)::
+What PyTorch does (seed 003, the "Registering a Dispatched Operator in C++" tutorial): one
+``TORCH_LIBRARY`` block defines the schemas, one ``TORCH_LIBRARY_IMPL`` block per dispatch key registers
+kernels. You build ``register_myadd(dispatcher)`` so that, on the dispatcher it is given:
 
-    TORCH_LIBRARY(myops, m) { m.def("myadd(Tensor self, Tensor other) -> Tensor"); }
-    TORCH_LIBRARY_IMPL(myops, CPU, m) { m.impl("myadd", myadd_cpu); }
-    TORCH_LIBRARY_IMPL(myops, Autograd, m) { m.impl("myadd", myadd_autograd); }
+* ``myops::myadd`` (schema ``SCHEMA``) adds two tensors of the same shape on the CPU, refuses tensors
+  of different shapes with an error naming both shapes, and supports autograd: when an input
+  requires grad, the result has a ``MyAddBackward`` grad_fn and ``backward()`` reaches both inputs;
+* ``myops::myadd_`` (schema ``INPLACE_SCHEMA``) adds ``other`` into ``self`` in place, returns
+  ``self``, and bumps ``self``'s version counter once per call. It has no derivative of its own:
+  its autograd kernel may be the lab's ready-made not-implemented fallback.
 
-The lab spells these ``lab.Library("myops", "DEF", dispatcher=d)``, ``.define(schema)``,
-``lab.Library("myops", "IMPL", "CPU", dispatcher=d)`` and ``.impl("myadd", fn)``.
+It returns every ``lab.Library`` it created: the caller closes them, which undoes the registrations
+(that is what makes a notebook cell safe to run twice). Register on the ``dispatcher`` you are given
+(``lab.Library(..., dispatcher=dispatcher)``): the grader passes a fresh one each time.
 
-Build ``register_myadd(dispatcher)``:
+What the lab gives you (names you could not guess):
 
-* define ``myops::myadd(Tensor self, Tensor other) -> Tensor`` (the schema text is ``SCHEMA``);
-* a CPU kernel, ``myadd_cpu``: elementwise ``self + other`` on the numpy data (``t._data``), for two
-  tensors of the *same shape* (raise a RuntimeError that names both shapes otherwise); build the
-  result with ``type(self)._make(data, sizes, dtype, device)``;
-* an Autograd kernel that (1) steps *below autograd* and calls myadd again -- either inside
-  ``with lab.AutoDispatchBelowADInplaceOrView():`` with ``op.call(self, other)``, or registered
-  ``with_keyset=True`` and calling ``op.redispatch(ks & lab.after_autograd_keyset, self, other)`` --
-  and (2) when an input requires grad, records a grad_fn (``MyAddBackward``) on the result;
-* return every Library you created, so the caller can ``close()`` them (closing undoes the
-  registrations, which makes a notebook cell safe to run twice).
+* a tensor's numpy data is ``t._data``, its shape ``t._sizes``, dtype ``t._dtype`` (numpy dtype:
+  ``t._dtype.np``), device ``t._device``; ``type(t)._make(array, sizes, dtype, device)`` makes a
+  tensor of the same class around a numpy array; ``t._bump_version()`` bumps the version counter;
+* ``dispatcher.find_schema_or_throw("myops::myadd")`` is the operator's handle (``op(...)``,
+  ``op.call(...)``, ``op.redispatch(ks, ...)``);
+* autograd pieces in ``labsupport.autograd.node`` (imported below): ``Node`` (subclass it and write
+  ``apply(grads) -> list of grads``, one per input), ``compute_requires_grad(*tensors)``,
+  ``collect_next_edges(*tensors)`` (a node's ``next_functions``) and ``set_history(tensor, node)``;
+* the guards, key sets and fallbacks of notebook 04 are on ``lab`` (``import labsupport as lab``).
 
-Forget step (1) and the autograd kernel calls itself forever: the lab stops that with a
-``lab.DispatchRecursionError`` that explains what happened. Try it once!
+Try it in a notebook cell::
 
-Use the ``dispatcher`` you are given (``dispatcher=dispatcher`` on every Library): the grader passes
-a fresh one, so your registrations do not clash with anything else.
+    ex04 = lab.load_exercise("ex04")           # your exercises/ex04_register.py, freshly imported
+    libraries = ex04.register_myadd(lab.dispatcher)
+    print(lab.dispatcher.dump_table("myops::myadd"))
+    for library in reversed(libraries):
+        library.close()
 """
 
 from __future__ import annotations
@@ -40,42 +48,30 @@ import labsupport as lab
 from labsupport.autograd.node import Node, collect_next_edges, compute_requires_grad, set_history  # noqa: F401
 
 SCHEMA = "myadd(Tensor self, Tensor other) -> Tensor"
+INPLACE_SCHEMA = "myadd_(Tensor(a!) self, Tensor other) -> Tensor(a!)"
 
 
 def myadd_cpu(self: Any, other: Any) -> Any:
-    """The CPU kernel: elementwise ``self + other`` on the numpy data (no broadcasting)."""
-    # TODO 1: if self._sizes != other._sizes, raise RuntimeError naming both shapes.
-    # TODO 2: add the numpy arrays self._data and other._data, keep self's dtype
-    #         (.astype(self._dtype.np, copy=False)) and wrap the result:
-    #         type(self)._make(data, self._sizes, self._dtype, self._device)
-    raise NotImplementedError(
-        "ex04: implement myadd_cpu in exercises/ex04_register.py: check the shapes match, add the numpy "
-        "data and wrap it with type(self)._make(...) (notebook 04)"
-    )
+    """The CPU kernel of myadd: a new tensor holding ``self + other`` (same shapes only) (notebook 04, §3)."""
+    raise NotImplementedError("ex04: write myadd_cpu in exercises/ex04_register.py (notebook 04, section 3)")
+
+
+def myadd__cpu(self: Any, other: Any) -> Any:
+    """The CPU kernel of myadd_: ``other`` added into ``self``; returns ``self`` (notebook 04, §8)."""
+    raise NotImplementedError("ex04: write myadd__cpu in exercises/ex04_register.py (notebook 04, section 8)")
 
 
 class MyAddBackward(Node):
-    """The grad_fn of myadd: the gradient flows unchanged to both inputs."""
+    """The grad_fn of myadd: one gradient per input of myadd (notebook 04, §6)."""
 
     def apply(self, grads: list[Any]) -> list[Any]:
-        # TODO 3: return one gradient per input: [grads[0], grads[0]].
         raise NotImplementedError(
-            "ex04: implement MyAddBackward.apply in exercises/ex04_register.py: return [grad, grad] (notebook 04)"
+            "ex04: write MyAddBackward.apply in exercises/ex04_register.py (notebook 04, section 6)"
         )
 
 
 def register_myadd(dispatcher: lab.Dispatcher) -> list[lab.Library]:
-    """Define ``myops::myadd`` on ``dispatcher``, register its CPU and Autograd kernels, return the Libraries."""
-    # TODO 4: defs = lab.Library("myops", "DEF", dispatcher=dispatcher); defs.define(SCHEMA)
-    #         op = dispatcher.find_schema_or_throw("myops::myadd")
-    # TODO 5: write the autograd kernel (a nested function can use `op`):
-    #             with lab.AutoDispatchBelowADInplaceOrView():
-    #                 result = op.call(self, other)
-    #         then, if compute_requires_grad(self, other): make a MyAddBackward, set its
-    #         next_functions = collect_next_edges(self, other), and set_history(result, grad_fn).
-    # TODO 6: register myadd_cpu for "CPU" and your autograd kernel for "Autograd", each with a
-    #         Library("myops", "IMPL", <key>, dispatcher=dispatcher); return all the libraries.
+    """Define myops::myadd and myops::myadd_ on ``dispatcher``, register their kernels, return the Libraries."""
     raise NotImplementedError(
-        "ex04: implement register_myadd in exercises/ex04_register.py: define myops::myadd, register a CPU "
-        "kernel and an Autograd kernel that steps below autograd (notebook 04)"
+        "ex04: write register_myadd in exercises/ex04_register.py (notebook 04, sections 2, 3, 6, 8 and 11)"
     )

@@ -1,40 +1,37 @@
 """Exercise 07 -- a boxed fallback that batches *every* operator with a for loop.
 
-Notebook: 07 (boxing, fallbacks, BackendSelect), the cells on boxed kernels, the stack and boxed
-fallbacks. Grade it: ``python -m labsupport.grade ex07``, or ``lab.grade("ex07")``.
+Notebook: 07 (boxing, fallbacks, BackendSelect), sections 1 (unboxed and boxed kernels), 3 (a boxed
+fallback for every operator) and 4 (the batched for-loop fallback); notebook 02, section 6 for the
+thread-local exclude set. Grade it: ``lab.grade("ex07")`` in a notebook cell, or
+``.venv/bin/python -m labsupport.grade ex07`` in a terminal.
 
 What PyTorch does (seed 001, "boxing + batched fallback"): a *boxed* kernel has one signature for
-every operator, ``fn(op, ks, stack)``: the arguments sit on a list (the stack); the kernel pops them,
-and pushes the results. Because it works for any operator, it can be registered once as a
-*fallback* for a whole dispatch key::
+every operator, ``fn(op, ks, stack)``, so it can be registered once as the *fallback* of a whole
+dispatch key. PyTorch's ``batchedTensorForLoopFallback`` (aten/src/ATen/LegacyBatchedFallback.cpp)
+makes vmap work for operators that have no batching rule: it runs the operator once per batch element
+and stacks the results. The grader registers your fallback for the Batched key of a fresh dispatcher
+(``lab.Library("_", "IMPL").fallback(batched_for_loop_fallback, "Batched", with_keyset=True)``), then
+calls random operators (binary with and without alpha, with batched and plain arguments, unary,
+reductions with and without a dim) on random batches, traces the dispatches they make, and makes boxed
+calls whose stack holds more than the operator's arguments.
 
-    TORCH_LIBRARY_IMPL(_, Batched, m) {
-      m.fallback(torch::CppFunction::makeFromBoxedFunction<&batchedTensorForLoopFallback>());
-    }
+What the lab gives you (names you could not guess):
 
-(lab: ``lab.Library("_", "IMPL").fallback(batched_for_loop_fallback, "Batched", with_keyset=True)``).
-PyTorch's ``batchedTensorForLoopFallback`` (aten/src/ATen/LegacyBatchedFallback.cpp) makes vmap work
-for operators that have no batching rule: it slices the batch apart, calls the operator once per
-element, and stacks the results.
+* ``BatchedTensor``, ``make_batched``, ``is_batched``, ``unwrap_batched`` and ``batch_size`` below;
+* a tensor's numpy data is ``t._data`` (None for a BatchedTensor: it has no data of its own), its
+  sizes ``t._sizes``, dtype ``t._dtype``, device ``t._device``; ``type(t)._make(array, sizes, dtype,
+  device)`` makes a tensor of the same class around a numpy array;
+* ``op.schema.arguments`` and ``op.schema.returns`` list the operator's arguments and returns;
+  ``op.call_boxed(stack)`` calls it through the dispatcher on a stack;
+* the guards of notebook 02 are on ``lab`` (``import labsupport as lab``).
 
-Given below: ``BatchedTensor`` and ``make_batched(tensor)``, which wraps a tensor whose first dimension
-is the batch dimension and adds the ``Batched`` key to its key set (plus ``is_batched``,
-``unwrap_batched``, ``batch_size``). You write:
+Try it in a notebook cell::
 
-* ``select_batch_element(batched, i)``: element ``i`` of the batch as an ordinary tensor (no Batched
-  key): slice the wrapped tensor's numpy data (``unwrap_batched(b)._data[i]``) and build a tensor of
-  the same class with ``type(full)._make(data, sizes, dtype, device)``;
-* ``stack_results(results)``: ``np.stack`` the per-element results' data and wrap the stacked tensor
-  with ``make_batched``;
-* ``batched_for_loop_fallback(op, ks, stack)``: pop the operator's arguments from the stack
-  (``len(op.schema.arguments)`` of them, the last ones), find the batch size, then for each element
-  call ``op.call_boxed(element_stack)`` *below the Batched key* (``lab.ExcludeDispatchKeyGuard``),
-  where ``element_stack`` holds the arguments with every BatchedTensor replaced by its element
-  (other arguments -- unbatched tensors, ``alpha``, ``dim`` -- are passed as they are); finally push
-  one stacked result per schema return (``len(op.schema.returns)``).
-
-The grader registers your fallback on a fresh build and dispatcher, then calls add, mul, sin, neg
-and sum (full and over a dim) on batched tensors and compares with numpy.
+    ex07 = lab.load_exercise("ex07")          # your exercises/ex07_boxed_fallback.py, freshly imported
+    from labsupport.grade.ex07_boxed_fallback.observe import fresh_build_with_fallback
+    build, library = fresh_build_with_fallback(ex07.batched_for_loop_fallback, "try-ex07")
+    x = ex07.make_batched(torch.randn([3, 2]))
+    build.functions.sin(x)
 """
 
 from __future__ import annotations
@@ -95,35 +92,22 @@ def batch_size(value: BatchedTensor) -> int:
 
 
 def select_batch_element(value: BatchedTensor, index: int) -> Any:
-    """Element ``index`` of the batch, as an ordinary tensor (no Batched key)."""
-    # TODO 1: full = unwrap_batched(value); take full._data[index] as a new array (np.array(...) copies
-    #         it and keeps a 0-dim element 0-dim; np.ascontiguousarray would make it 1-dim) and wrap it
-    #         with type(full)._make(...) using the element's sizes full._sizes[1:], full's dtype and device.
+    """Element ``index`` of the batch, as an ordinary tensor of the wrapped tensor's class (no Batched
+    key), with its own copy of the data; a batch of scalars gives 0-dim elements (notebook 07, §4)."""
     raise NotImplementedError(
-        "ex07: implement select_batch_element in exercises/ex07_boxed_fallback.py: slice the wrapped "
-        "tensor's data at `index` and wrap it with type(full)._make(...) (notebook 07)"
+        "ex07: write select_batch_element in exercises/ex07_boxed_fallback.py (notebook 07, section 4)"
     )
 
 
 def stack_results(results: list[Any]) -> BatchedTensor:
-    """Stack per-element results along a new first dimension and wrap them as a BatchedTensor."""
-    # TODO 2: np.stack the results' ._data, build one tensor of sizes (len(results), *results[0]._sizes)
-    #         with type(results[0])._make(...), and return make_batched(that tensor).
-    raise NotImplementedError(
-        "ex07: implement stack_results in exercises/ex07_boxed_fallback.py: np.stack the data and "
-        "wrap the result with make_batched (notebook 07)"
-    )
+    """The per-element results, stacked along a new first dimension, as one BatchedTensor (notebook 07, §4)."""
+    raise NotImplementedError("ex07: write stack_results in exercises/ex07_boxed_fallback.py (notebook 07, section 4)")
 
 
 def batched_for_loop_fallback(op: Any, ks: lab.DispatchKeySet, stack: list[Any]) -> None:
-    """Boxed fallback for the Batched key: run ``op`` once per batch element and stack the results."""
-    # TODO 3: pop the arguments: the last len(op.schema.arguments) entries of `stack`.
-    # TODO 4: the batch size: batch_size(a) of the arguments that are batched (they must agree).
-    # TODO 5: with lab.ExcludeDispatchKeyGuard(BATCHED_KEY_SET): for each index, build an
-    #         element stack (batched arguments replaced by select_batch_element(a, index)),
-    #         call op.call_boxed(element_stack) and keep the returns it leaves on the stack.
-    # TODO 6: push one stack_results(...) per return of the schema onto `stack`.
+    """The boxed fallback of the Batched key, for any operator ``op``: the operator run once per batch
+    element, below the Batched key, with its results stacked -- and the stack left as a boxed call must
+    leave it (notebook 07, sections 1, 3 and 4)."""
     raise NotImplementedError(
-        "ex07: implement batched_for_loop_fallback in exercises/ex07_boxed_fallback.py: pop the arguments, "
-        "call op.call_boxed once per batch element below Batched, push the stacked results (notebook 07)"
+        "ex07: write batched_for_loop_fallback in exercises/ex07_boxed_fallback.py (notebook 07, sections 1, 3, 4)"
     )

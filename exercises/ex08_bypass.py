@@ -1,53 +1,42 @@
-"""Exercise 08 -- make torch.add bypass the dispatcher.
+"""Exercise 08 -- make torch.add bypass the dispatcher for CPU tensors.
 
-Notebook: 08 (bypass the dispatcher): the manual binding, Test A (the profiler) and Test B
-(instruction counts), and what the bypass loses. Grade it: ``python -m labsupport.grade ex08``.
+Notebook: 08 (bypass the dispatcher): the change in three parts (shown there on ``mul``), the
+"before" and "after" builds, Test A (the profiler), Test B (instruction counts) and what the bypass
+gives up. Grade it: ``lab.grade("ex08")`` in a notebook cell, or ``.venv/bin/python -m labsupport.grade
+ex08`` in a terminal.
 
-What PyTorch does (seed 000, "Codegen Task: update an op to bypass the dispatcher"): ``add.Tensor``
-gets ``manual_cpp_binding: True`` in native_functions.yaml and loses its structured metadata. Code
-generation then stops writing ``at::add`` / ``Tensor::add``; you write them by hand so that, for CPU
-tensors, they call the CPU kernel directly: no key set, no dispatch table, no autograd kernel, no
-profiler. The dispatcher path stays available (the lab keeps it as ``functions.__dispatch_add``) for
-every other device.
+What PyTorch does (seed 000, "Codegen Task: update an op to bypass the dispatcher"): the op's entry in
+native_functions.yaml gets a hand-written binding; code generation stops writing ``at::add`` /
+``Tensor::add``, and the hand-written one calls the CPU kernel directly when it can. Everything else
+keeps taking the dispatcher path. Notebook 08 works the change through on ``mul``; here you do it for
+``add.Tensor``, which also has ``alpha``.
 
 You write two things:
 
-(a) ``patch_ops_yaml(text)``: from the text of the lab's ops.yaml, return the "after" text in which the
-    ``add.Tensor`` entry (and nothing else) is changed:
+(a) ``patch_ops_yaml(text)``: the text of the lab's ops.yaml in, the "after" text out, with the
+    ``add.Tensor`` entry (and nothing else) changed the way notebook 08 changes ``mul.Tensor``. The
+    kernels the dispatcher path needs afterwards are given below: ``add_functional`` (CPU and the
+    simulated CUDA) and ``add_functional_meta`` (Meta).
+(b) ``add(self, other, alpha=1)``: the hand-written ``at::add``, exactly as the generated one behaves
+    (results, dtypes, broadcasting, devices, errors), minus the dispatcher where it can be skipped.
 
-    * add ``manual_cpp_binding: True``;
-    * remove ``structured_delegate: add.out`` (add.Tensor is no longer a structured op);
-    * add a ``dispatch:`` block so the dispatcher path still has kernels::
-
-          dispatch:
-            CPU, CUDA: add_functional
-            Meta: add_functional_meta
-
-      Those two kernels are given below: the structured scaffolding that codegen used to write for
-      add.Tensor (compare build/torch/register_cpu.py, ``wrapper_CPU_add_Tensor``), written by hand.
-    Keep every other line of the entry (func, device_check, variants, tags). add_.Tensor and add.out
-    stay structured.
-
-(b) ``add(self, other, alpha=1)``: the hand-written ``at::add``. When both tensors are on the CPU, call
-    the CPU kernel ``add_functional`` directly; otherwise take the dispatcher path,
-    ``build.functions.__dispatch_add(self, other, alpha)``.
-
-How your module reaches the "after" build: it is passed twice,
-``load_build(after_yaml, "after", manual=ex08, kernels=[ex08])``. ``manual=`` makes the generated
+What the lab gives you (names you could not guess): your module is passed to the "after" build twice,
+``load_build(after_yaml, "after", manual=ex08, kernels=[ex08])``: ``manual=`` makes the generated
 functions API and Tensor methods use your ``add``; ``kernels=`` is where the yaml's ``dispatch:`` names
-are looked up (as at::native kernels). ``add`` needs the build for the dispatcher path, so after loading
-the grader (and notebook 08) calls ``bind(build)``, which stores it in the module-level ``build``.
+are looked up. The after build keeps the dispatcher path as ``functions.__dispatch_add``; after
+loading, ``bind(after)`` stores the build in the module-level ``build``. A tensor's device is
+``t._device`` (``.type`` is ``"cpu"``, ``"cuda"`` or ``"meta"``).
 
-Try it in a notebook (the grader builds the same way)::
+The grader compares your after build with the lab's own before build on random calls (dtypes,
+broadcasting, alpha, Python numbers, Tensor.add, CUDA, meta and mixed-device calls), checks which calls
+still enter the dispatcher, and runs Test A and Test B.
 
-    from labsupport.grade.ex08_bypass import before_and_after
-    before, after = before_and_after(ex08)    # ex08: your imported exercises/ex08_bypass.py module
+Try it in a notebook cell (the grader builds the same way)::
+
+    from labsupport.grade.ex08_bypass.observe import before_and_after
+    ex08 = lab.load_exercise("ex08")          # your exercises/ex08_bypass.py, freshly imported
+    before, after = before_and_after(ex08)
     after.python_torch_functions.add(x, y)    # x, y: tensors of after.python_variable_methods.Tensor
-
-Then measure, as the seed does: the grader profiles ``torch.add`` on CPU tensors in the "before"
-build (default ops.yaml) and yours (Test A: aten::add must disappear from the profile) and counts
-instructions per call (Test B: yours must be cheaper). Notice what you gave up: on CPU, add no longer
-records a grad_fn, and no profiler, tracer or other key can see it.
 """
 
 from __future__ import annotations
@@ -67,21 +56,14 @@ ADD_TENSOR_FUNC = "- func: add.Tensor(Tensor self, Tensor other, *, Scalar alpha
 
 
 def patch_ops_yaml(text: str) -> str:
-    """The "after" ops.yaml: add.Tensor gets a hand-written binding and plain (unstructured) kernels."""
-    # TODO 1: find the add.Tensor entry: the line starting with ADD_TENSOR_FUNC and the indented
-    #         lines after it (its fields). text.splitlines(keepends=True) keeps the newlines.
-    # TODO 2: drop its `structured_delegate:` line, add `  manual_cpp_binding: True` and the
-    #         `  dispatch:` block shown in the module docstring (4-space indent for the kernels).
-    # TODO 3: return the whole text with only that entry changed.
-    raise NotImplementedError(
-        "ex08: implement patch_ops_yaml in exercises/ex08_bypass.py: give add.Tensor manual_cpp_binding: True, "
-        "remove structured_delegate, add a dispatch: block naming add_functional / add_functional_meta (notebook 08)"
-    )
+    """The "after" ops.yaml: ``add.Tensor`` with a hand-written binding and kernels of its own
+    (notebook 08, 'The change, part 1'). ``ADD_TENSOR_FUNC`` is the first line of its entry."""
+    raise NotImplementedError("ex08: write patch_ops_yaml in exercises/ex08_bypass.py (notebook 08, part 1)")
 
 
 # ---- the structured scaffolding, written by hand (given, the same in exercises/) ----------------
 # Codegen used to write these for add.Tensor (see build/torch/register_cpu.py, wrapper_CPU_add_Tensor,
-# and register_meta.py); with manual_cpp_binding and no structured_delegate it no longer does.
+# and register_meta.py); after the change of part (a) it no longer does.
 
 
 def allocate_output(tensor_type: type, sizes: Any, options: Any) -> Any:
@@ -154,11 +136,6 @@ def bind(after_build: types.ModuleType) -> None:
 
 
 def add(self: Any, other: Any, alpha: Any = 1) -> Any:
-    """The hand-written ``at::add``: CPU tensors go straight to the kernel, the rest to the dispatcher."""
-    # TODO 4: if self and other are both on the CPU (t._device.type == "cpu"), return
-    #         add_functional(self, other, alpha) -- the direct call, no dispatcher.
-    # TODO 5: otherwise return build.functions.__dispatch_add(self, other, alpha).
-    raise NotImplementedError(
-        "ex08: implement add in exercises/ex08_bypass.py: call add_functional directly for CPU tensors, "
-        "build.functions.__dispatch_add otherwise (notebook 08)"
-    )
+    """The hand-written ``at::add``: the CPU kernel directly when the dispatcher can be skipped, the
+    dispatcher path otherwise (notebook 08, 'The change, part 3')."""
+    raise NotImplementedError("ex08: write add in exercises/ex08_bypass.py (notebook 08, part 3)")
