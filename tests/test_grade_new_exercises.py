@@ -1,0 +1,323 @@
+"""The four two-part exercises of issue 12: ex04b (fill the table), ex04c (autocast), ex04d (predict
+the path) and ex07b (BackendSelect).
+
+Until the sandboxed runner grades two-part checks, ``grade`` below plays its role in-process: for
+each check it calls ``plan(rng)`` (parent), sends the inputs through JSON, imports the learner's file,
+calls the observer (worker side), sends the observations through JSON and calls ``decide`` (parent).
+
+For every exercise: the reference solution scores full marks, the untouched stub (read from git's
+HEAD, so an edited exercises/ folder does not matter) scores 0 with "not done yet", each common
+misunderstanding, written as a wrong submission, fails with a hint that names it, and answers
+hard-coded from one seed fail on another.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import itertools
+import json
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+from labsupport.grade.checking import Verdict
+from labsupport.grade.registry import REPO_ROOT
+
+_counter = itertools.count()
+
+PACKAGES = {
+    "ex04b": "labsupport.grade.ex04b_fill_table",
+    "ex04c": "labsupport.grade.ex04c_autocast",
+    "ex04d": "labsupport.grade.ex04d_predict_path",
+    "ex07b": "labsupport.grade.ex07b_backend_select",
+}
+
+
+# ------------------------------------------------------------------------------------ harness
+def load_learner(path: Path) -> ModuleType:
+    name = f"learner_{path.stem}_{next(_counter)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def grade(exercise_id: str, path: Path, seed: int = 0) -> dict[str, tuple[Verdict, int]]:
+    """``{check number: (verdict, points)}`` for the learner file at ``path``."""
+    exercise = importlib.import_module(PACKAGES[exercise_id] + ".decide").EXERCISE
+    observer = importlib.import_module(exercise.observer)
+    learner = load_learner(path)
+    results: dict[str, tuple[Verdict, int]] = {}
+    salt = zlib.crc32(str(exercise.number).encode())
+    for index, check in enumerate(exercise.checks):
+        assert check.plan is not None and check.decide is not None
+        inputs = json.loads(json.dumps(check.plan(np.random.default_rng([seed, salt, index]))))
+        try:
+            observed = json.loads(json.dumps(getattr(observer, check.observe)(learner, inputs)))
+        except NotImplementedError as error:
+            verdict = Verdict(False, str(error), ("not done yet",) if str(error).startswith("ex") else ())
+        except Exception as error:  # the framework reports the learner's exception itself
+            verdict = Verdict(False, f"{type(error).__name__}: {error}")
+        else:
+            verdict = check.decide(inputs, observed)
+            assert isinstance(verdict, Verdict)
+        results[check.number] = (verdict, check.points if verdict.passed else 0)
+    return results
+
+
+def score(results: dict[str, tuple[Verdict, int]]) -> int:
+    return sum(points for _, points in results.values())
+
+
+def max_score(exercise_id: str) -> int:
+    return importlib.import_module(PACKAGES[exercise_id] + ".decide").EXERCISE.max_points
+
+
+def solution(exercise_id: str) -> Path:
+    exercise = importlib.import_module(PACKAGES[exercise_id] + ".decide").EXERCISE
+    return REPO_ROOT / "solutions" / exercise.filename
+
+
+def pristine_stub(exercise_id: str, tmp_path: Path) -> Path:
+    """The stub as committed (git HEAD), or the working copy when git is unavailable."""
+    exercise = importlib.import_module(PACKAGES[exercise_id] + ".decide").EXERCISE
+    relative = f"exercises/{exercise.filename}"
+    try:
+        text = subprocess.run(
+            ["git", "show", f"HEAD:{relative}"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        text = (REPO_ROOT / relative).read_text()
+    target = tmp_path / exercise.filename
+    target.write_text(text)
+    return target
+
+
+def variant(exercise_id: str, tmp_path: Path, replacements: list[tuple[str, str]], name: str) -> Path:
+    """The reference solution with some lines replaced: a wrong submission."""
+    text = solution(exercise_id).read_text()
+    for old, new in replacements:
+        assert old in text, f"{old!r} not in the solution of {exercise_id}"
+        text = text.replace(old, new)
+    target = tmp_path / f"{exercise_id}_{name}.py"
+    target.write_text(text)
+    return target
+
+
+def failed_hint(results: dict[str, tuple[Verdict, int]], number: str) -> str:
+    verdict, _ = results[number]
+    assert not verdict.passed, f"check {number} passed: {verdict.message}"
+    assert verdict.hints, f"check {number} failed without a hint: {verdict.message}"
+    return " ".join(verdict.hints)
+
+
+def first_hint(results: dict[str, tuple[Verdict, int]], number: str) -> str:
+    failed_hint(results, number)
+    return results[number][0].hints[0]
+
+
+# ------------------------------------------------------------------------------------- common
+@pytest.mark.parametrize("exercise_id", sorted(PACKAGES))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_solution_scores_full_marks(exercise_id: str, seed: int) -> None:
+    results = grade(exercise_id, solution(exercise_id), seed)
+    failures = {n: v.message for n, (v, _) in results.items() if not v.passed}
+    assert not failures
+    assert score(results) == max_score(exercise_id) == 10
+
+
+@pytest.mark.parametrize("exercise_id", sorted(PACKAGES))
+def test_untouched_stub_scores_zero_not_done_yet(exercise_id: str, tmp_path: Path) -> None:
+    results = grade(exercise_id, pristine_stub(exercise_id, tmp_path))
+    assert score(results) == 0
+    for verdict, _ in results.values():
+        assert "not done yet" in verdict.hints
+
+
+@pytest.mark.parametrize("exercise_id", sorted(PACKAGES))
+def test_registered_with_a_lettered_id(exercise_id: str) -> None:
+    from labsupport.grade.registry import MODULES
+
+    assert MODULES[exercise_id] == PACKAGES[exercise_id] + ".decide"
+    exercise = importlib.import_module(MODULES[exercise_id]).EXERCISE
+    assert exercise.id == exercise_id
+    assert (REPO_ROOT / "exercises" / exercise.filename).exists()
+    assert (REPO_ROOT / "solutions" / exercise.filename).exists()
+    assert exercise.observer == PACKAGES[exercise_id] + ".observe"
+
+
+@pytest.mark.parametrize("exercise_id", sorted(PACKAGES))
+def test_observer_never_imports_the_parent_side(exercise_id: str) -> None:
+    """Expected values live in decide.py; the worker-side module must not pull it in."""
+    source = (REPO_ROOT / "labsupport" / "grade" / PACKAGES[exercise_id].split(".")[-1] / "observe.py").read_text()
+    assert "decide" not in source.replace("decide.py", "")
+
+
+HELPERS = {"ex04c": {"cast"}}  # helpers the stubs provide ready-made (how to make a lab tensor)
+
+
+@pytest.mark.parametrize("exercise_id", sorted(PACKAGES))
+def test_stub_holds_no_formula(exercise_id: str) -> None:
+    """Every function of the stub only raises "not done yet": the learner writes every rule."""
+    import ast
+
+    exercise = importlib.import_module(PACKAGES[exercise_id] + ".decide").EXERCISE
+    tree = ast.parse((REPO_ROOT / "exercises" / exercise.filename).read_text())
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    assert functions
+    for function in functions:
+        if function.name in HELPERS.get(exercise_id, set()):
+            continue
+        body = [s for s in function.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        assert len(body) == 1 and isinstance(body[0], ast.Raise), function.name
+        assert ast.get_docstring(function), function.name
+
+
+# --------------------------------------------------------------------- answers of another seed
+def hardcoded(exercise_id: str, tmp_path: Path, seed: int, function: str) -> Path:
+    """The solution, with ``function`` replaced by one that returns, in order, what the solution's
+    ``function`` returned while seed ``seed`` was graded: a submission that hard-codes one run."""
+    exercise = importlib.import_module(PACKAGES[exercise_id] + ".decide").EXERCISE
+    observer = importlib.import_module(exercise.observer)
+    learner = load_learner(solution(exercise_id))
+    real = getattr(learner, function)
+    recorded: list[Any] = []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        result = real(*args, **kwargs)
+        recorded.append(result)
+        return result
+
+    setattr(learner, function, spy)
+    salt = zlib.crc32(str(exercise.number).encode())
+    for index, check in enumerate(exercise.checks):
+        inputs = json.loads(json.dumps(check.plan(np.random.default_rng([seed, salt, index]))))
+        getattr(observer, check.observe)(learner, inputs)
+    text = solution(exercise_id).read_text() + (
+        f"\n\nimport itertools as _it\n\n_ANSWERS = _it.cycle({json.loads(json.dumps(recorded))!r})\n\n\n"
+        f"def {function}(*args, **kwargs):\n    return next(_ANSWERS)\n"
+    )
+    target = tmp_path / f"{exercise_id}_hardcoded.py"
+    target.write_text(text)
+    return target
+
+
+# ---------------------------------------------------------------------------- ex04b fill table
+def test_ex04b_hardcoded_answers_fail_on_another_seed(tmp_path: Path) -> None:
+    path = hardcoded("ex04b", tmp_path, 0, "fill_table")
+    assert score(grade("ex04b", path, seed=0)) == 10  # the run it copied
+    assert score(grade("ex04b", path, seed=1)) == 0
+
+
+EX04B_WRONG = {
+    # the math kernel beats the default backend kernel
+    "cia_before_cea": (
+        [("    if CEANF in registered and (undefined", "    if CIA in registered and (undefined or backend):\n"
+          "        return f\"fn_{CIA}\", \"math kernel\"\n    if CEANF in registered and (undefined")],
+        "math kernel (CompositeImplicitAutograd) beat a default backend kernel",
+    ),
+    # CIA fills every autograd key, even when the backend has a kernel of its own
+    "math_everywhere": (
+        [("        if not has_backend_kernel:", "        if True:")],
+        "although its backend has a kernel of its own",
+    ),
+    # no ambiguity on AutogradOther
+    "no_ambiguity": (
+        [('        if key == "AutogradOther" and registered', '        if False and registered')],
+        "AutogradOther ambiguity",
+    ),
+    # CEA covers the autograd keys too
+    "cea_on_autograd": (
+        [("    if CEA in registered and (undefined or backend):", "    if CEA in registered and (undefined or backend or autograd):")],
+        "CompositeExplicitAutograd/CEANF kernel on an autograd key",
+    ),
+    # the Autograd alias is forgotten
+    "no_autograd_alias": (
+        [('    if autograd and "Autograd" in registered:', "    if False:")],
+        "skipped the Autograd alias",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(EX04B_WRONG))
+def test_ex04b_misunderstanding_fails_with_a_hint_naming_it(name: str, tmp_path: Path) -> None:
+    replacements, phrase = EX04B_WRONG[name]
+    path = variant("ex04b", tmp_path, replacements, name)
+    for seed in (0, 1):
+        results = grade("ex04b", path, seed)
+        assert phrase in first_hint(results, "4b.1"), results["4b.1"][0]
+        assert "notebook 04, section 10" in first_hint(results, "4b.1")
+
+
+def test_ex04b_table_builder_is_off_while_the_learner_runs(tmp_path: Path) -> None:
+    path = tmp_path / "ex04b_engine.py"
+    path.write_text(
+        "import labsupport as lab\n\n"
+        "def fill_table(registrations, fallbacks, keys):\n"
+        "    pd = lab.PythonDispatcher()\n"
+        "    return {}\n"
+    )
+    results = grade("ex04b", path)
+    assert score(results) == 0
+    assert "switches the lab's dispatch-table builder off" in results["4b.1"][0].message
+
+
+def test_ex04b_garbage_answers_fail_cleanly(tmp_path: Path) -> None:
+    path = tmp_path / "ex04b_garbage.py"
+    path.write_text("def fill_table(registrations, fallbacks, keys):\n    return [1, 2, {'x': object()}]\n")
+    results = grade("ex04b", path)
+    assert score(results) == 0
+    assert "not a dict" in results["4b.1"][0].message
+
+
+def test_ex04b_reference_matches_the_test_vectors() -> None:
+    """The parent's reference reproduces notes §3.5 rows P6, W5, W7 and W8 on the keys they share."""
+    from labsupport.grade.ex04b_fill_table.decide import reference_table
+
+    fallbacks = {"AutogradOther": "fallback", "AutogradCPU": "fallback"}
+    p6 = reference_table(["FPGA", "CompositeImplicitAutograd"], fallbacks, ["FPGA", "AutogradOther", "AutogradCPU"])
+    assert p6 == {
+        "FPGA": ["fn_FPGA", "kernel"],
+        "AutogradOther": ["ambiguous_autogradother", "ambiguous autogradother"],
+        "AutogradCPU": ["fn_CompositeImplicitAutograd", "math kernel"],
+    }
+    w5 = reference_table(["CompositeExplicitAutograd", "CompositeImplicitAutograd"], fallbacks, ["CPU", "AutogradCPU"])
+    assert w5 == {"CPU": ["fn_CompositeExplicitAutograd", "default backend kernel"], "AutogradCPU": ["fallback", "backend fallback"]}
+    w8 = reference_table(["SparseCPU", "CompositeExplicitAutograd", "CompositeImplicitAutograd"], fallbacks, ["AutogradOther", "Undefined"])
+    assert w8 == {
+        "AutogradOther": ["ambiguous_autogradother", "ambiguous autogradother"],
+        "Undefined": ["fn_CompositeExplicitAutograd", "default backend kernel"],
+    }
+
+
+def test_ex04b_reference_agrees_with_pytorch(torch_ref: Any) -> None:
+    """Random registration sets from the exercise's own plan, computed by PyTorch 2.13's dispatcher."""
+    from labsupport.grade.ex04b_fill_table.decide import plan_tables, reference_table
+
+    C = torch_ref._C
+    for seed in range(3):
+        for number, scenario in enumerate(plan_tables(np.random.default_rng([seed, 7]))["scenarios"]):
+            ns = f"h5ex04b_{seed}_{number}"
+            lib = C._dispatch_library("FRAGMENT", ns, "")
+            lib.def_("foo(Tensor x) -> Tensor")
+            for key in scenario["registrations"]:
+                lib.impl_t_t("foo", dispatch=key, debug=f"fn_{key}")
+            dump = {
+                line.split(": ", 1)[0]: line.split(": ", 1)[1]
+                for line in C._dispatch_dump_table(f"{ns}::foo").splitlines()
+                if ": " in line
+            }
+            expected = reference_table(scenario["registrations"], scenario["fallbacks"], scenario["keys"])
+            for key, (kernel, label) in expected.items():
+                if label in ("backend fallback", "missing"):
+                    continue  # PyTorch's fallbacks are its own, the scenario's are a random subset
+                assert dump[key] == f"{kernel} [{label}]", (scenario, key)
