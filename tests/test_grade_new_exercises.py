@@ -321,3 +321,63 @@ def test_ex04b_reference_agrees_with_pytorch(torch_ref: Any) -> None:
                 if label in ("backend fallback", "missing"):
                     continue  # PyTorch's fallbacks are its own, the scenario's are a random subset
                 assert dump[key] == f"{kernel} [{label}]", (scenario, key)
+
+
+# ------------------------------------------------------------------------- ex04d predict the path
+def test_ex04d_hardcoded_answers_fail_on_another_seed(tmp_path: Path) -> None:
+    path = hardcoded("ex04d", tmp_path, 0, "predict_path")
+    assert score(grade("ex04d", path, seed=0)) == 10
+    assert score(grade("ex04d", path, seed=1)) == 0
+
+
+def test_ex04d_solution_agrees_with_the_engine_on_many_scenarios() -> None:
+    from labsupport.grade.ex04d_predict_path.decide import plan_paths, reference_path
+
+    learner = load_learner(solution("ex04d"))
+    for seed in range(8):
+        for scenario in plan_paths(np.random.default_rng([seed, 99]))["scenarios"]:
+            expected = [[k, n, sorted(ks)] for k, n, ks in reference_path(scenario)]
+            assert [[k, n, sorted(ks)] for k, n, ks in learner.predict_path(scenario)] == expected, scenario
+
+
+EX04D_WRONG = {
+    # "a tensor that does not require grad skips autograd"
+    "requires_grad_skips_autograd": (
+        [('        if t["inference"]:\n', '        if t["inference"] or not t["requires_grad"]:\n')],
+        "requires_grad does not change a tensor's dispatch keys",
+    ),
+    # the default TLS exclude set is forgotten: AutocastCPU stays in every CPU call
+    "autocast_not_excluded": (
+        [("    exclude = lab.autocast_dispatch_keyset\n", "    exclude = KS()\n")],
+        "Autocast keys are in the default TLS exclude set",
+    ),
+    # no fallthrough mask: ADInplaceOrView and BackendSelect from the include set stay in the key set
+    "no_mask": (
+        [("    run(kernels, ks & mask(kernels, ks), tensor_keys", "    run(kernels, ks, tensor_keys")],
+        "fallthrough keys are masked out",
+    ),
+    # autograd kernels redispatch below ADInplaceOrView too
+    "autograd_skips_inplace_or_view": (
+        [('    if kind == "autograd":\n        run(kernels, ks & lab.after_autograd_keyset',
+          '    if kind == "autograd":\n        run(kernels, ks & lab.after_ADInplaceOrView_keyset')],
+        "what a kernel redispatches with",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(EX04D_WRONG))
+def test_ex04d_misunderstanding_fails_with_a_hint_naming_it(name: str, tmp_path: Path) -> None:
+    replacements, phrase = EX04D_WRONG[name]
+    path = variant("ex04d", tmp_path, replacements, name)
+    for seed in (0, 1):
+        results = grade("ex04d", path, seed)
+        assert phrase in first_hint(results, "4d.1"), results["4d.1"][0]
+
+
+def test_ex04d_second_hint_is_more_specific(tmp_path: Path) -> None:
+    path = variant("ex04d", tmp_path, EX04D_WRONG["requires_grad_skips_autograd"][0], "rg")
+    verdict, _ = grade("ex04d", path)["4d.1"]
+    assert len(verdict.hints) >= 2
+    assert "notebook" in verdict.hints[0]
+    assert "whether or not it requires grad" in verdict.hints[1]
+    assert "def " not in " ".join(verdict.hints)
