@@ -381,3 +381,61 @@ def test_ex04d_second_hint_is_more_specific(tmp_path: Path) -> None:
     assert "notebook" in verdict.hints[0]
     assert "whether or not it requires grad" in verdict.hints[1]
     assert "def " not in " ".join(verdict.hints)
+
+
+# --------------------------------------------------------------------------- ex07b BackendSelect
+def test_ex07b_hardcoded_keys_fail_on_another_seed(tmp_path: Path) -> None:
+    path = hardcoded("ex07b", tmp_path, 0, "compute_dispatch_key")
+    assert grade("ex07b", path, seed=0)["7b.1"][0].passed
+    assert not grade("ex07b", path, seed=1)["7b.1"][0].passed
+
+
+EX07B_WRONG = {
+    # the dtype is ignored: quantized dtypes give the dense key
+    "ignores_dtype": (
+        [('        return f"Quantized{backend}" if dtype in QUANTIZED_DTYPES else backend', "        return backend")],
+        {"7b.1": "quantized dtype selects the Quantized key"},
+    ),
+    # the layout is ignored: every layout is dense
+    "ignores_layout": (
+        [('    layout = layout or "strided"\n', '    layout = "strided"\n')],
+        {"7b.1": "the layout option selects the functionality"},
+    ),
+    # a tensor argument's keys are dropped: only the options decide
+    "ignores_tensor_keys": (
+        [(") | lab.dispatch_keys(self)\n", ")\n")],
+        {"7b.3": "combines the options' key with the tensors' keys"},
+    ),
+    # the tensor's keys are kept but not masked: Autograd/ADInplaceOrView/Autocast stay in the set
+    "no_mask": (
+        [(' & lab.DispatchKeySet.full_after("BackendSelect")\n', "\n")],
+        {"7b.3": "only hold keys below BackendSelect"},
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(EX07B_WRONG))
+def test_ex07b_misunderstanding_fails_with_a_hint_naming_it(name: str, tmp_path: Path) -> None:
+    replacements, phrases = EX07B_WRONG[name]
+    path = variant("ex07b", tmp_path, replacements, name)
+    for seed in (0, 1):
+        results = grade("ex07b", path, seed)
+        for number, phrase in phrases.items():
+            assert phrase in first_hint(results, number), results[number][0]
+
+
+def test_ex07b_reference_key_agrees_with_pytorch(torch_ref: Any) -> None:
+    """computeDispatchKey through real factories on the devices a CPU build has (cpu, meta)."""
+    from labsupport.grade.ex07b_backend_select.decide import reference_key
+
+    layouts = {
+        "strided": torch_ref.strided, "sparse_coo": torch_ref.sparse_coo, "sparse_csr": torch_ref.sparse_csr,
+    }  # fmt: skip
+    for device in ("cpu", "meta"):
+        for name, layout in layouts.items():
+            t = torch_ref.empty(0, 0, layout=layout, device=device) if name != "strided" else torch_ref.empty(2, device=device)
+            keys = str(torch_ref._C._dispatch_keys(t))
+            assert reference_key(None, name, device) in keys, (name, device, keys)
+    q = torch_ref.quantize_per_tensor(torch_ref.ones(2), 1.0, 0, torch_ref.qint8)
+    assert reference_key("qint8", None, "cpu") in str(torch_ref._C._dispatch_keys(q))
+    assert reference_key(None, "_mkldnn", None) in str(torch_ref._C._dispatch_keys(torch_ref.ones(2).to_mkldnn()))
