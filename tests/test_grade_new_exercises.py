@@ -439,3 +439,68 @@ def test_ex07b_reference_key_agrees_with_pytorch(torch_ref: Any) -> None:
     q = torch_ref.quantize_per_tensor(torch_ref.ones(2), 1.0, 0, torch_ref.qint8)
     assert reference_key("qint8", None, "cpu") in str(torch_ref._C._dispatch_keys(q))
     assert reference_key(None, "_mkldnn", None) in str(torch_ref._C._dispatch_keys(torch_ref.ones(2).to_mkldnn()))
+
+
+# ------------------------------------------------------------------------------ ex04c autocast
+EX04C_WRONG = {
+    # no guard: the kernel calls the operator again with its own key still in the key set
+    "no_guard": (
+        [("    with lab.ExcludeDispatchKeyGuard(lab.DispatchKeySet(AUTOCAST_KEY[device_type])):\n",
+          "    if True:\n")],
+        {"4c.1": "must exclude its own Autocast key", "4c.2": "must exclude its own Autocast key"},
+    ),
+    # the mask instead of the guard: one redispatch skips the kernel, nested calls autocast again
+    "redispatch_without_guard": (
+        [("    with lab.ExcludeDispatchKeyGuard(lab.DispatchKeySet(AUTOCAST_KEY[device_type])):\n", "    if True:\n"),
+         ("        return op.call(*args)", "        return op.redispatch(ks - lab.DispatchKeySet(AUTOCAST_KEY[device_type]), *args)")],
+        {"4c.2": "not only the next dispatch"},
+    ),
+    # every Autocast key excluded, as the older header did
+    "excludes_every_autocast_key": (
+        [("lab.ExcludeDispatchKeyGuard(lab.DispatchKeySet(AUTOCAST_KEY[device_type]))",
+          "lab.ExcludeDispatchKeyGuard(lab.autocast_dispatch_keyset)")],
+        {"4c.2": "excludes only its own key"},
+    ),
+    # every floating tensor is cast, float64 and other-device tensors included
+    "casts_everything": (
+        [("    return t.device.type == device_type and t.is_floating_point() and t.dtype is not torch.float64",
+          "    return t.is_floating_point()")],
+        {"4c.1": "only eligible inputs are cast"},
+    ),
+    # promote casts to the autocast dtype
+    "promote_is_lower_precision": (
+        [("            target = torch.float32 if torch.float32 in widest else autocast_dtype", "            target = autocast_dtype")],
+        {"4c.1": "each policy casts to its own dtype"},
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(EX04C_WRONG))
+def test_ex04c_misunderstanding_fails_with_a_hint_naming_it(name: str, tmp_path: Path) -> None:
+    replacements, phrases = EX04C_WRONG[name]
+    path = variant("ex04c", tmp_path, replacements, name)
+    for seed in (0, 1):
+        results = grade("ex04c", path, seed)
+        for number, phrase in phrases.items():
+            assert phrase in first_hint(results, number), results[number][0]
+
+
+def test_ex04c_fixed_cast_fails(tmp_path: Path) -> None:
+    """A kernel that always runs in float16, whatever the policy or the inputs, fails on every seed."""
+    path = variant(
+        "ex04c", tmp_path, [("        args = [cast(t, target) if", "        args = [cast(t, torch.float16) if True or")], "fixed"
+    )
+    for seed in (0, 1):
+        assert not grade("ex04c", path, seed)["4c.1"][0].passed
+
+
+def test_ex04c_reference_follows_pytorch_policies(torch_ref: Any) -> None:
+    """PyTorch 2.13 on CPU: lower_precision_fp (mm) casts f32 and leaves f64/int alone; fp32 and promote
+    are checked through torch's own helpers where a CPU build exposes them."""
+    with torch_ref.autocast("cpu", dtype=torch_ref.float16):
+        assert torch_ref.mm(torch_ref.ones(2, 2), torch_ref.ones(2, 2)).dtype == torch_ref.float16
+        assert torch_ref.mm(torch_ref.ones(2, 2, dtype=torch_ref.float64), torch_ref.ones(2, 2, dtype=torch_ref.float64)).dtype == torch_ref.float64
+        assert torch_ref.mm(torch_ref.ones(2, 2, dtype=torch_ref.int64), torch_ref.ones(2, 2, dtype=torch_ref.int64)).dtype == torch_ref.int64
+        # promote (CPU promote list: stack, cat, index_copy): widest eligible type wins
+        assert torch_ref.cat([torch_ref.ones(2, dtype=torch_ref.float16), torch_ref.ones(2)]).dtype == torch_ref.float32
+        assert torch_ref.cat([torch_ref.ones(2, dtype=torch_ref.float16), torch_ref.ones(2, dtype=torch_ref.float16)]).dtype == torch_ref.float16

@@ -16,6 +16,11 @@ MODULES: dict[str, str] = {
     "ex06": "labsupport.grade.ex06_structured",
     "ex07": "labsupport.grade.ex07_boxed_fallback",
     "ex08": "labsupport.grade.ex08_bypass",
+    # two-part exercises (issue 12): a package with decide.py (parent) and observe.py (worker)
+    "ex04b": "labsupport.grade.ex04b_fill_table.decide",
+    "ex04c": "labsupport.grade.ex04c_autocast.decide",
+    "ex04d": "labsupport.grade.ex04d_predict_path.decide",
+    "ex07b": "labsupport.grade.ex07b_backend_select.decide",
 }
 
 
