@@ -291,8 +291,15 @@ def test_ex04b_reference_matches_the_test_vectors() -> None:
         "AutogradCPU": ["fn_CompositeImplicitAutograd", "math kernel"],
     }
     w5 = reference_table(["CompositeExplicitAutograd", "CompositeImplicitAutograd"], fallbacks, ["CPU", "AutogradCPU"])
-    assert w5 == {"CPU": ["fn_CompositeExplicitAutograd", "default backend kernel"], "AutogradCPU": ["fallback", "backend fallback"]}
-    w8 = reference_table(["SparseCPU", "CompositeExplicitAutograd", "CompositeImplicitAutograd"], fallbacks, ["AutogradOther", "Undefined"])
+    assert w5 == {
+        "CPU": ["fn_CompositeExplicitAutograd", "default backend kernel"],
+        "AutogradCPU": ["fallback", "backend fallback"],
+    }
+    w8 = reference_table(
+        ["SparseCPU", "CompositeExplicitAutograd", "CompositeImplicitAutograd"],
+        fallbacks,
+        ["AutogradOther", "Undefined"],
+    )
     assert w8 == {
         "AutogradOther": ["ambiguous_autogradother", "ambiguous autogradother"],
         "Undefined": ["fn_CompositeExplicitAutograd", "default backend kernel"],
@@ -433,7 +440,11 @@ def test_ex07b_reference_key_agrees_with_pytorch(torch_ref: Any) -> None:
     }  # fmt: skip
     for device in ("cpu", "meta"):
         for name, layout in layouts.items():
-            t = torch_ref.empty(0, 0, layout=layout, device=device) if name != "strided" else torch_ref.empty(2, device=device)
+            t = (
+                torch_ref.empty(0, 0, layout=layout, device=device)
+                if name != "strided"
+                else torch_ref.empty(2, device=device)
+            )
             keys = str(torch_ref._C._dispatch_keys(t))
             assert reference_key(None, name, device) in keys, (name, device, keys)
     q = torch_ref.quantize_per_tensor(torch_ref.ones(2), 1.0, 0, torch_ref.qint8)
@@ -488,7 +499,10 @@ def test_ex04c_misunderstanding_fails_with_a_hint_naming_it(name: str, tmp_path:
 def test_ex04c_fixed_cast_fails(tmp_path: Path) -> None:
     """A kernel that always runs in float16, whatever the policy or the inputs, fails on every seed."""
     path = variant(
-        "ex04c", tmp_path, [("        args = [cast(t, target) if", "        args = [cast(t, torch.float16) if True or")], "fixed"
+        "ex04c",
+        tmp_path,
+        [("        args = [cast(t, target) if", "        args = [cast(t, torch.float16) if True or")],
+        "fixed",
     )
     for seed in (0, 1):
         assert not grade("ex04c", path, seed)["4c.1"][0].passed
@@ -499,8 +513,21 @@ def test_ex04c_reference_follows_pytorch_policies(torch_ref: Any) -> None:
     are checked through torch's own helpers where a CPU build exposes them."""
     with torch_ref.autocast("cpu", dtype=torch_ref.float16):
         assert torch_ref.mm(torch_ref.ones(2, 2), torch_ref.ones(2, 2)).dtype == torch_ref.float16
-        assert torch_ref.mm(torch_ref.ones(2, 2, dtype=torch_ref.float64), torch_ref.ones(2, 2, dtype=torch_ref.float64)).dtype == torch_ref.float64
-        assert torch_ref.mm(torch_ref.ones(2, 2, dtype=torch_ref.int64), torch_ref.ones(2, 2, dtype=torch_ref.int64)).dtype == torch_ref.int64
+        assert (
+            torch_ref.mm(
+                torch_ref.ones(2, 2, dtype=torch_ref.float64), torch_ref.ones(2, 2, dtype=torch_ref.float64)
+            ).dtype
+            == torch_ref.float64
+        )
+        assert (
+            torch_ref.mm(torch_ref.ones(2, 2, dtype=torch_ref.int64), torch_ref.ones(2, 2, dtype=torch_ref.int64)).dtype
+            == torch_ref.int64
+        )
         # promote (CPU promote list: stack, cat, index_copy): widest eligible type wins
         assert torch_ref.cat([torch_ref.ones(2, dtype=torch_ref.float16), torch_ref.ones(2)]).dtype == torch_ref.float32
-        assert torch_ref.cat([torch_ref.ones(2, dtype=torch_ref.float16), torch_ref.ones(2, dtype=torch_ref.float16)]).dtype == torch_ref.float16
+        assert (
+            torch_ref.cat(
+                [torch_ref.ones(2, dtype=torch_ref.float16), torch_ref.ones(2, dtype=torch_ref.float16)]
+            ).dtype
+            == torch_ref.float16
+        )

@@ -148,8 +148,7 @@ HINTS: dict[str, tuple[str, ...]] = {
         "next rule) applies",
     ),
     "backend_blocks_math": (
-        f"you gave an autograd key the math kernel although its backend has a kernel of its own ({SECTION}, "
-        "rule 3)",
+        f"you gave an autograd key the math kernel although its backend has a kernel of its own ({SECTION}, rule 3)",
         "on Autograd<B> the CompositeImplicitAutograd kernel applies only if B has no kernel (a direct B "
         "kernel, or a CEA kernel, counts): otherwise the Autograd alias or the autograd fallback handles it, "
         "and the call then reaches B's kernel",
@@ -198,8 +197,12 @@ def _classify(key: str, expected: list[str], given: list[str], registrations: li
     if el == "kernel":
         return "direct"
     if key == "Undefined":
-        return "undefined" if gl in ("autograd kernel", "backend fallback") else "fallback" if el == "missing" else (
-            "cea_over_cia" if el == "default backend kernel" else "ceanf"
+        return (
+            "undefined"
+            if gl in ("autograd kernel", "backend fallback")
+            else "fallback"
+            if el == "missing"
+            else ("cea_over_cia" if el == "default backend kernel" else "ceanf")
         )
     if gk in (f"fn_{CEA}", f"fn_{CEANF}") and key in AUTOGRAD_KEYS:
         return "cea_autograd"

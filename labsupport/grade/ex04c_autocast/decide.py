@@ -62,7 +62,9 @@ def _eligible(t: Any, device: str) -> bool:
     return t.device.type == device and t.is_floating_point() and str(t.dtype) != "torch.float64"
 
 
-def reference_autocast_kernel(op: Any, ks: Any, policy: str, device: str, autocast_dtype: Any, tensors: list[Any]) -> Any:
+def reference_autocast_kernel(
+    op: Any, ks: Any, policy: str, device: str, autocast_dtype: Any, tensors: list[Any]
+) -> Any:
     import labsupport as lab
     import labsupport.torch as torch
 
@@ -164,15 +166,21 @@ def _decide(inputs: Any, observed: Any) -> Verdict:
         f"policy {s['policy']}, inputs {[t['device'] + ' ' + t['dtype'] for t in s['tensors']]}, autocast on for "
         f"{s['enabled']}{', with inner calls' if s['nested'] else ''}"
     )
-    return Verdict(False, f"{len(wrong)} of {len(scenarios)} calls went wrong, e.g. {call}: {_describe(given)}; "
-                   f"expected {_describe(expected)}", HINTS[reason])
+    return Verdict(
+        False,
+        f"{len(wrong)} of {len(scenarios)} calls went wrong, e.g. {call}: {_describe(given)}; "
+        f"expected {_describe(expected)}",
+        HINTS[reason],
+    )
 
 
 def _describe(record: dict[str, Any]) -> str:
     if "error" in record:
         return record["error"]
-    parts = [f"{b['kernel']} kernel got {b['dtypes']} (excluded: {[k for k, v in b['excluded'].items() if v]})"
-             for b in record.get("backend", [])]
+    parts = [
+        f"{b['kernel']} kernel got {b['dtypes']} (excluded: {[k for k, v in b['excluded'].items() if v]})"
+        for b in record.get("backend", [])
+    ]
     if record.get("inner"):
         parts.append(f"inner calls saw {[i['kernel'] + ' ' + i['dtype'] for i in record['inner']]}")
     return "; ".join(parts) or "no backend kernel ran"

@@ -15,7 +15,11 @@ from contextlib import ExitStack, contextmanager
 from types import ModuleType
 from typing import Any
 
-OPS = {1: "f1(Tensor a) -> Tensor", 2: "f2(Tensor a, Tensor b) -> Tensor", 3: "f3(Tensor a, Tensor b, Tensor c) -> Tensor"}
+OPS = {
+    1: "f1(Tensor a) -> Tensor",
+    2: "f2(Tensor a, Tensor b) -> Tensor",
+    3: "f3(Tensor a, Tensor b, Tensor c) -> Tensor",
+}
 INNER = "inner(Tensor a) -> Tensor"
 AUTOCAST_KEY = {"cpu": "AutocastCPU", "cuda": "AutocastCUDA"}
 
@@ -56,9 +60,17 @@ def autocast_calls(learner: ModuleType, inputs: Any) -> Any:
                 backend = stack.enter_context(lab.Library("ex04c", "IMPL", key, dispatcher=dispatcher))
                 backend.impl(name, _backend_kernel(key, record, scenario.get("nested", False), inner))
                 backend.impl("inner", _inner_kernel(key, record))
-                cast_lib = stack.enter_context(lab.Library("ex04c", "IMPL", AUTOCAST_KEY[device], dispatcher=dispatcher))
-                cast_lib.impl(name, _autocast_kernel(learner, op, scenario["policy"], device, dtype, record), with_keyset=True)
-                cast_lib.impl("inner", _autocast_kernel(learner, inner, "lower_precision_fp", device, dtype, None), with_keyset=True)
+                cast_lib = stack.enter_context(
+                    lab.Library("ex04c", "IMPL", AUTOCAST_KEY[device], dispatcher=dispatcher)
+                )
+                cast_lib.impl(
+                    name, _autocast_kernel(learner, op, scenario["policy"], device, dtype, record), with_keyset=True
+                )
+                cast_lib.impl(
+                    "inner",
+                    _autocast_kernel(learner, inner, "lower_precision_fp", device, dtype, None),
+                    with_keyset=True,
+                )
             tensors = [_tensor(t["device"], t["dtype"]) for t in scenario["tensors"]]
             try:
                 with autocast(scenario["enabled"]):

@@ -78,7 +78,9 @@ def _scenario(rng: Any) -> dict[str, Any]:
     if "autocast_cpu" not in [g["kind"] for g in guards] and "AutocastCPU" in kernels and rng.random() < 0.6:
         guards.append({"kind": "autocast_cpu"})
     inplace = "ADInplaceOrView" in kernels
-    schema = "op_(Tensor(a!) self, Tensor other) -> Tensor(a!)" if inplace else "op(Tensor self, Tensor other) -> Tensor"
+    schema = (
+        "op_(Tensor(a!) self, Tensor other) -> Tensor(a!)" if inplace else "op(Tensor self, Tensor other) -> Tensor"
+    )
     return {"schema": schema, "kernels": kernels, "tensors": tensors, "guards": guards}
 
 
@@ -222,7 +224,11 @@ def _kernel(op: Any, key: str, kind: str, kernel_function: Any) -> Any:
 
 
 # --------------------------------------------------------------------------------------- decide
-S02, S04, S07 = "notebook 02 (TLS include/exclude sets)", "notebook 04", "notebook 07, section 5 (fallthrough and the mask)"
+S02, S04, S07 = (
+    "notebook 02 (TLS include/exclude sets)",
+    "notebook 04",
+    "notebook 07, section 5 (fallthrough and the mask)",
+)
 HINTS: dict[str, tuple[str, ...]] = {
     "requires_grad": (
         f"requires_grad does not change a tensor's dispatch keys ({S02}, tensor key sets)",
@@ -271,11 +277,10 @@ HINTS: dict[str, tuple[str, ...]] = {
     "stop": (
         f"a path ends at a kernel that does not redispatch ({S04})",
         "backend and math kernels compute the result; the Meta fallback raises and a missing entry runs "
-        "nothing (the call raises 'Could not run ...'): the path ends there. Autograd kernels, the autograd fallback, ADInplaceOrView, autocast and Tracer continue",
+        "nothing (the call raises 'Could not run ...'): the path ends there. "
+        "Autograd kernels, the autograd fallback, ADInplaceOrView, autocast and Tracer continue",
     ),
-    "format": (
-        "return a list of steps [key, kernel, [keys of the key set]] (see predict_path's docstring)",
-    ),
+    "format": ("return a list of steps [key, kernel, [keys of the key set]] (see predict_path's docstring)",),
 }
 
 AUTOGRAD = {"AutogradCPU", "AutogradCUDA", "AutogradMeta", "AutogradOther"}
@@ -307,7 +312,11 @@ def _classify(scenario: dict[str, Any], index: int, given: list[Any] | None, exp
         if extra & {"AutocastCPU", "AutocastCUDA"}:
             return "autocast_excluded"
         if extra & {"ADInplaceOrView", "BackendSelect"} or (extra & AUTOGRAD and "AutogradCPU" in scenario["kernels"]):
-            return "mask" if not guards & {"InferenceMode", "ExcludeDispatchKeyGuard", "AutoDispatchBelowADInplaceOrView"} else "guards"
+            return (
+                "mask"
+                if not guards & {"InferenceMode", "ExcludeDispatchKeyGuard", "AutoDispatchBelowADInplaceOrView"}
+                else "guards"
+            )
         if lacking & AUTOGRAD and not guards and not any(t["inference"] for t in scenario["tensors"]):
             return "requires_grad"
         if (extra | lacking) & AUTOGRAD and any(t["inference"] for t in scenario["tensors"]) and not guards:
@@ -334,7 +343,11 @@ def decide_paths(inputs: Any, observed: Any) -> Verdict:
         expected = [[k, n, sorted(ks)] for k, n, ks in reference_path(scenario)]
         if given == expected:
             continue
-        index = next(i for i in range(max(len(given), len(expected))) if i >= len(given) or i >= len(expected) or given[i] != expected[i])
+        index = next(
+            i
+            for i in range(max(len(given), len(expected)))
+            if i >= len(given) or i >= len(expected) or given[i] != expected[i]
+        )
         g = given[index] if index < len(given) else None
         e = expected[index] if index < len(expected) else None
         reasons.append((_classify(scenario, index, g, e), number, index, (g, e)))
@@ -352,7 +365,11 @@ def decide_paths(inputs: Any, observed: Any) -> Verdict:
 
 
 def _short(t: dict[str, Any]) -> str:
-    flags = [t["device"], t["dtype"]] + (["requires_grad"] if t["requires_grad"] else []) + (["inference"] if t["inference"] else [])
+    flags = (
+        [t["device"], t["dtype"]]
+        + (["requires_grad"] if t["requires_grad"] else [])
+        + (["inference"] if t["inference"] else [])
+    )
     return " ".join(flags)
 
 

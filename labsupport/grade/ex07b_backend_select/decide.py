@@ -86,7 +86,9 @@ def reference_key(dtype: str | None, layout: str | None, device: str | None) -> 
 def _reference_factory(op: Any, ks: Any, size: Any, dtype: Any, layout: Any, device: Any, pin_memory: Any) -> Any:
     import labsupport as lab
 
-    return op.redispatch(lab.DispatchKeySet(reference_key(dtype, layout, device)), size, dtype, layout, device, pin_memory)
+    return op.redispatch(
+        lab.DispatchKeySet(reference_key(dtype, layout, device)), size, dtype, layout, device, pin_memory
+    )
 
 
 def _reference_convert(op: Any, ks: Any, self: Any, dtype: Any, layout: Any, device: Any, pin_memory: Any) -> Any:
@@ -202,11 +204,28 @@ def _decide_calls(inputs: Any, observed: Any, observer: Any, with_tensors: bool)
             reason = "mask" if with_tensors else "key_only"
         elif not isinstance(keys, list):
             reason = "key_only"
-        elif with_tensors and set(keys) - set(expected["keys"]) and not set(keys) & {
-            "AutogradCPU", "AutogradCUDA", "AutogradMeta", "ADInplaceOrView", "AutocastCPU", "AutocastCUDA", "BackendSelect"
-        }:
+        elif (
+            with_tensors
+            and set(keys) - set(expected["keys"])
+            and not set(keys)
+            & {
+                "AutogradCPU",
+                "AutogradCUDA",
+                "AutogradMeta",
+                "ADInplaceOrView",
+                "AutocastCPU",
+                "AutocastCUDA",
+                "BackendSelect",
+            }
+        ):
             reason = _key_reason(str(given.get("kernel")), expected["kernel"], option)
-        elif with_tensors and set(keys) & {"AutogradCPU", "AutogradCUDA", "AutogradMeta", "ADInplaceOrView", "BackendSelect"}:
+        elif with_tensors and set(keys) & {
+            "AutogradCPU",
+            "AutogradCUDA",
+            "AutogradMeta",
+            "ADInplaceOrView",
+            "BackendSelect",
+        }:
             reason = "mask"
         elif with_tensors and set(expected["keys"]) - set(keys):
             reason = "tensor_keys"

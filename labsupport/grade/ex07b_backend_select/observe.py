@@ -87,7 +87,7 @@ def factory_calls(learner: ModuleType, inputs: Any) -> Any:
     """``[{"kernel": key, "keys": [...]}, ...]`` for ``make([2], dtype=..., layout=..., device=...)`` calls."""
     with operators(learner) as ops:
         return [
-            _run(lambda: ops["make"]([2], dtype=dtype, layout=layout, device=device))
+            _run(lambda d=dtype, la=layout, dev=device: ops["make"]([2], dtype=d, layout=la, device=dev))
             for dtype, layout, device in inputs["options"]
         ]
 
