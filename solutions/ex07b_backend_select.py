@@ -38,7 +38,6 @@ def convert_backend_select(
     op: Any, ks: lab.DispatchKeySet, self: Any, dtype: Any, layout: Any, device: Any, pin_memory: Any
 ) -> Any:
     wanted = lab.DispatchKeySet(compute_dispatch_key(dtype, layout, device)) | lab.dispatch_keys(self)
-    key_set = ((wanted | lab.tls_include_set()) - lab.tls_exclude_set()) & lab.DispatchKeySet.full_after(
-        "BackendSelect"
-    )
+    computed = (wanted | lab.tls_include_set()) - lab.tls_exclude_set()  # c10::impl::computeDispatchKeySet
+    key_set = computed & lab.DispatchKeySet.full_after("BackendSelect")
     return op.redispatch(key_set, self, dtype, layout, device, pin_memory)

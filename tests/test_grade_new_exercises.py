@@ -415,7 +415,7 @@ EX07B_WRONG = {
     ),
     # the tensor's keys are kept but not masked: Autograd/ADInplaceOrView/Autocast stay in the set
     "no_mask": (
-        [(' & lab.DispatchKeySet.full_after("BackendSelect")\n', "\n")],
+        [('    key_set = computed & lab.DispatchKeySet.full_after("BackendSelect")', "    key_set = computed")],
         {"7b.3": "only hold keys below BackendSelect"},
     ),
 }  # fmt: skip
