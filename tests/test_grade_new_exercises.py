@@ -531,3 +531,28 @@ def test_ex04c_reference_follows_pytorch_policies(torch_ref: Any) -> None:
             ).dtype
             == torch_ref.float16
         )
+
+
+# ------------------------------------------------------------------ untrusted observations
+GARBAGE = [
+    None, 1, "x", [], {"a": 1},
+    lambda n: [None] * n, lambda n: [{"a": 1}] * n, lambda n: [[1, 2]] * n, lambda n: ["CPU"] * n,
+    lambda n: [{"kernel": 1, "keys": [[1]]}] * n, lambda n: [{"kernel": "CPU", "keys": "CPU"}] * n,
+    lambda n: [{"backend": [1], "inner": "x", "autocast_kernel_calls": "y"}] * n,
+    lambda n: [{"backend": [{"kernel": "CPU", "dtypes": 3, "excluded": []}], "inner": [], "autocast_kernel_calls": 1}] * n,
+    lambda n: [[["CPU", "fn_CPU", [1]]]] * n, lambda n: [{"CPU": ["fn_CPU"]}] * n, lambda n: [{"error": 5}] * n,
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("exercise_id", sorted(PACKAGES))
+def test_decide_fails_cleanly_on_garbage_observations(exercise_id: str) -> None:
+    """``observed`` comes from the learner's process: decide must fail the check, never crash."""
+    exercise = importlib.import_module(PACKAGES[exercise_id] + ".decide").EXERCISE
+    for index, check in enumerate(exercise.checks):
+        inputs = json.loads(json.dumps(check.plan(np.random.default_rng([3, index]))))
+        n = len(next(v for v in inputs.values() if isinstance(v, list)))
+        for garbage in GARBAGE:
+            observed = garbage(n) if callable(garbage) else garbage
+            verdict = check.decide(inputs, observed)
+            assert isinstance(verdict, Verdict) and not verdict.passed, (check.number, observed)
+            assert verdict.hints, (check.number, observed)

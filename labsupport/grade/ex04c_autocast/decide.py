@@ -117,13 +117,17 @@ HINTS: dict[str, tuple[str, ...]] = {
         "lower_precision_fp: the autocast dtype; fp32: float32; promote: the widest eligible input type "
         "(float32 if any eligible input is float32, otherwise the autocast dtype)",
     ),
+    "raised": (
+        f"your autocast kernel raised on some inputs (the message says which); {SECTION} has a working kernel",
+        "cast with the provided cast(t, dtype), pass the tensors to op.call in their order, and return its result",
+    ),
     "format": ("return what the operator returns (the result of calling it again)",),
 }
 
 
 def _classify(scenario: dict[str, Any], given: dict[str, Any], expected: dict[str, Any]) -> str:
     if "error" in given:
-        return "guard" if "Recursion" in given["error"] or "re-entered" in given["error"] else "format"
+        return "guard" if "Recursion" in given["error"] or "re-entered" in given["error"] else "raised"
     if given.get("autocast_kernel_calls", 0) > expected.get("autocast_kernel_calls", 0):
         return "guard"
     gb, eb = given.get("backend", []), expected.get("backend", [])
@@ -154,8 +158,8 @@ def _decide(inputs: Any, observed: Any) -> Verdict:
     for number, (given, expected) in enumerate(zip(observed, expected_all)):
         if given == expected:
             continue
-        if not isinstance(given, dict):
-            return Verdict(False, "the observation of a call is not a record", HINTS["format"])
+        if not _valid_record(given):
+            return Verdict(False, f"the observation of call {number + 1} is malformed: {str(given)[:80]}", HINTS["format"])
         wrong.append((_classify(scenarios[number], given, expected), number, given, expected))
     if not wrong:
         return Verdict(True, f"all {len(scenarios)} random autocast calls cast, guarded and redispatched right")
@@ -172,6 +176,30 @@ def _decide(inputs: Any, observed: Any) -> Verdict:
         f"expected {_describe(expected)}",
         HINTS[reason],
     )
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _valid_record(record: Any) -> bool:
+    """The shape ``observe.autocast_calls`` reports (the observations are untrusted data)."""
+    if not isinstance(record, dict):
+        return False
+    if "error" in record:
+        return isinstance(record["error"], str)
+    backend, inner = record.get("backend"), record.get("inner")
+    if not (isinstance(backend, list) and isinstance(inner, list) and isinstance(record.get("output"), str)):
+        return False
+    if type(record.get("autocast_kernel_calls")) is not int:
+        return False
+    for run in backend:
+        if not (isinstance(run, dict) and isinstance(run.get("kernel"), str) and _strings(run.get("dtypes"))):
+            return False
+        excluded = run.get("excluded")
+        if not (isinstance(excluded, dict) and all(isinstance(v, bool) for v in excluded.values())):
+            return False
+    return all(isinstance(i, dict) and isinstance(i.get("kernel"), str) and isinstance(i.get("dtype"), str) for i in inner)
 
 
 def _describe(record: dict[str, Any]) -> str:

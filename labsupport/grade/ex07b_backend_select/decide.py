@@ -197,6 +197,8 @@ def _decide_calls(inputs: Any, observed: Any, observer: Any, with_tensors: bool)
     for number, (given, expected) in enumerate(zip(observed, expected_all)):
         if given == expected:
             continue
+        if not _valid_call(given):
+            return Verdict(False, f"the observation of call {number + 1} is malformed: {str(given)[:80]}", HINTS["format"])
         option = inputs["options"][number]
         key = reference_key(*option)
         keys = given.get("keys") if isinstance(given, dict) else None
@@ -249,6 +251,21 @@ def _decide_calls(inputs: Any, observed: Any, observer: Any, with_tensors: bool)
         False,
         f"{len(wrong)} of {len(expected_all)} calls went wrong, e.g. {call}: {seen}; expected {_describe(expected)}",
         HINTS[reason],
+    )
+
+
+def _valid_call(result: Any) -> bool:
+    """``{"kernel": str, "keys": [str, ...]}`` or ``{"error": str}`` (the observations are untrusted)."""
+    if not isinstance(result, dict):
+        return False
+    if set(result) == {"error"}:
+        return isinstance(result["error"], str)
+    keys = result.get("keys")
+    return (
+        set(result) == {"kernel", "keys"}
+        and isinstance(result["kernel"], str)
+        and isinstance(keys, list)
+        and all(isinstance(k, str) for k in keys)
     )
 
 
