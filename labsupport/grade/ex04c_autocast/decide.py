@@ -159,7 +159,9 @@ def _decide(inputs: Any, observed: Any) -> Verdict:
         if given == expected:
             continue
         if not _valid_record(given):
-            return Verdict(False, f"the observation of call {number + 1} is malformed: {str(given)[:80]}", HINTS["format"])
+            return Verdict(
+                False, f"the observation of call {number + 1} is malformed: {str(given)[:80]}", HINTS["format"]
+            )
         wrong.append((_classify(scenarios[number], given, expected), number, given, expected))
     if not wrong:
         return Verdict(True, f"all {len(scenarios)} random autocast calls cast, guarded and redispatched right")
@@ -199,7 +201,9 @@ def _valid_record(record: Any) -> bool:
         excluded = run.get("excluded")
         if not (isinstance(excluded, dict) and all(isinstance(v, bool) for v in excluded.values())):
             return False
-    return all(isinstance(i, dict) and isinstance(i.get("kernel"), str) and isinstance(i.get("dtype"), str) for i in inner)
+    return all(
+        isinstance(i, dict) and isinstance(i.get("kernel"), str) and isinstance(i.get("dtype"), str) for i in inner
+    )
 
 
 def _describe(record: dict[str, Any]) -> str:

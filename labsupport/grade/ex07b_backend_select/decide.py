@@ -198,7 +198,9 @@ def _decide_calls(inputs: Any, observed: Any, observer: Any, with_tensors: bool)
         if given == expected:
             continue
         if not _valid_call(given):
-            return Verdict(False, f"the observation of call {number + 1} is malformed: {str(given)[:80]}", HINTS["format"])
+            return Verdict(
+                False, f"the observation of call {number + 1} is malformed: {str(given)[:80]}", HINTS["format"]
+            )
         option = inputs["options"][number]
         key = reference_key(*option)
         keys = given.get("keys") if isinstance(given, dict) else None
