@@ -556,3 +556,77 @@ def test_decide_fails_cleanly_on_garbage_observations(exercise_id: str) -> None:
             verdict = check.decide(inputs, observed)
             assert isinstance(verdict, Verdict) and not verdict.passed, (check.number, observed)
             assert verdict.hints, (check.number, observed)
+
+
+def test_ex04d_reference_paths_agree_with_pytorch(torch_ref: Any) -> None:
+    """The same scenarios run on PyTorch 2.13 (custom ops with recording ``with_keyset`` kernels): the
+    kernels that run and the key sets they receive match the lab's path. The CPU build has no CUDA and
+    no Python ``Tracer`` key, so those scenarios are left out; backend fallbacks are not observable
+    from Python, so their steps are dropped from the lab's path."""
+    import contextlib
+    import re
+    import warnings
+
+    from labsupport.grade.ex04d_predict_path.decide import plan_paths, reference_path
+
+    C = torch_ref._C
+    autocast_cpu = C.DispatchKeySet(C.DispatchKey.AutocastCPU)
+    compared = 0
+    for seed in range(6):
+        for number, scenario in enumerate(plan_paths(np.random.default_rng([seed, 5]))["scenarios"]):
+            if any(t["device"] == "cuda" for t in scenario["tensors"]):
+                continue
+            if any(g["kind"] == "IncludeDispatchKeyGuard" for g in scenario["guards"]):
+                continue
+            ns = f"h5ex04d_{seed}_{number}"
+            lib = torch_ref.library.Library(ns, "DEF")
+            lib.define(scenario["schema"])
+            name = scenario["schema"].split("(")[0]
+            packet = getattr(getattr(torch_ref.ops, ns), name).default
+            path: list[list[Any]] = []
+
+            def make(key: str, kind: str, path: list[list[Any]] = path, packet: Any = packet) -> Any:
+                def kernel(ks: Any, a: Any, b: Any) -> Any:
+                    path.append([f"fn_{key}", sorted(re.findall(r"\w+", str(ks))[1:])])
+                    if kind == "autograd":
+                        return packet.redispatch(ks & C._after_autograd_keyset, a, b)
+                    if kind == "inplace_or_view":
+                        return packet.redispatch(ks & C._after_ADInplaceOrView_keyset, a, b)
+                    if kind == "autocast":
+                        with C._ExcludeDispatchKeyGuard(autocast_cpu):
+                            return packet(a, b)
+                    return a
+
+                return kernel
+
+            for key, kind in scenario["kernels"].items():
+                if kind == "fallthrough":
+                    lib.impl(name, torch_ref.library.fallthrough_kernel, key)
+                else:
+                    lib.impl(name, make(key, kind), key, with_keyset=True)
+            tensors = []
+            for spec in scenario["tensors"]:
+                with torch_ref.inference_mode() if spec["inference"] else contextlib.nullcontext():
+                    t = torch_ref.ones(2, dtype=getattr(torch_ref, spec["dtype"]), device=spec["device"])
+                tensors.append(t.requires_grad_(True) if spec["requires_grad"] else t)
+            with contextlib.ExitStack() as stack, warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                for guard in scenario["guards"]:
+                    kind = guard["kind"]
+                    if kind == "AutoDispatchBelowAutograd":
+                        stack.enter_context(C._AutoDispatchBelowAutograd())
+                    elif kind == "AutoDispatchBelowADInplaceOrView":
+                        stack.enter_context(C._AutoDispatchBelowADInplaceOrView())
+                    elif kind == "ExcludeDispatchKeyGuard":
+                        keys = C.DispatchKeySet(getattr(C.DispatchKey, guard["keys"][0]))
+                        stack.enter_context(C._ExcludeDispatchKeyGuard(keys))
+                    elif kind == "autocast_cpu":
+                        stack.enter_context(torch_ref.autocast("cpu", dtype=torch_ref.float16))
+                    elif kind == "InferenceMode":
+                        stack.enter_context(torch_ref.inference_mode())
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    packet(*tensors)
+            expected = [[kernel, sorted(keys)] for _, kernel, keys in reference_path(scenario) if kernel != "fallback"]
+            assert path == expected, scenario
+            compared += 1
+    assert compared >= 25
