@@ -268,7 +268,45 @@ def test_ex04b_table_builder_is_off_while_the_learner_runs(tmp_path: Path) -> No
     )
     results = grade("ex04b", path)
     assert score(results) == 0
-    assert "switches the lab's dispatch-table builder off" in results["4b.1"][0].message
+    assert "switches the dispatch-table builders (the lab's and PyTorch's) off" in results["4b.1"][0].message
+    import labsupport as lab
+
+    assert "fn_CPU [kernel]" in _registered_cpu_table(lab)  # restored afterwards
+
+
+def _registered_cpu_table(lab: Any) -> str:
+    pd = lab.PythonDispatcher()
+    pd.register(["CPU"])
+    return pd.dispatchTable()
+
+
+def test_ex04b_pytorch_dispatcher_is_off_too(torch_ref: Any, tmp_path: Path) -> None:
+    path = tmp_path / "ex04b_torch.py"
+    path.write_text(
+        "def fill_table(registrations, fallbacks, keys):\n"
+        "    import torch\n"
+        "    lib = torch._C._dispatch_library('FRAGMENT', 'cheat', '')\n"
+        "    return {}\n"
+    )
+    results = grade("ex04b", path)
+    assert score(results) == 0
+    assert "switches the dispatch-table builders" in results["4b.1"][0].message
+    assert "CPU: " in torch_ref._C._dispatch_dump_table("aten::add.Tensor")  # restored afterwards
+
+
+def test_ex04b_lenient_spelling_of_labels(tmp_path: Path) -> None:
+    """Labels in brackets, as the dump prints them, and "missing" for an empty kernel are accepted."""
+    path = variant(
+        "ex04b",
+        tmp_path,
+        [
+            ("    return {key: entry(key, set(registrations), fallbacks) for key in keys}",
+             "    return {key: bracket(*entry(key, set(registrations), fallbacks)) for key in keys}\n\n\n"
+             "def bracket(kernel, label):\n    return (kernel or 'missing', f'[{label}]')"),
+        ],
+        "brackets",
+    )  # fmt: skip
+    assert score(grade("ex04b", path)) == 10
 
 
 def test_ex04b_garbage_answers_fail_cleanly(tmp_path: Path) -> None:

@@ -233,8 +233,10 @@ def _valid_answer(answer: Any, keys: list[str]) -> dict[str, list[str]] | None:
     result = {}
     for key in keys:
         cell = answer.get(key)
-        if isinstance(cell, list) and len(cell) == 2 and all(isinstance(c, str) for c in cell):
-            result[key] = [cell[0], cell[1]]
+        if isinstance(cell, list) and len(cell) == 2 and all(isinstance(c, (str, type(None))) for c in cell):
+            kernel, label = (c or "" for c in cell)
+            label = label.strip().strip("[]")  # "[math kernel]" is accepted as "math kernel"
+            result[key] = ["" if kernel == "missing" else kernel, label]
         else:
             result[key] = ["<none>", "<none>"]
     return result

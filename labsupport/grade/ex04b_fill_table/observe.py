@@ -14,24 +14,55 @@ from types import ModuleType
 from typing import Any
 
 
+class _NoRealTorch:
+    """A meta-path finder that refuses ``import torch`` (PyTorch itself, not ``labsupport.torch``)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError(self.message)
+        return None
+
+
 @contextmanager
 def engine_off(exercise: str, what: str) -> Iterator[None]:
-    """Make every dispatch-table computation raise while the block runs (restored afterwards)."""
+    """Make every dispatch-table computation raise while the block runs (restored afterwards): the lab's
+    ``OperatorEntry`` table builder and, when PyTorch is importable, its dispatcher dumps and libraries."""
+    import sys
+
     from labsupport.c10.operator_entry import OperatorEntry
 
-    saved = OperatorEntry._compute, OperatorEntry.update_table
+    message = (
+        f"{exercise}: the grader switches the dispatch-table builders (the lab's and PyTorch's) off while "
+        f"{what} runs; work the answer out from the rules instead of building a dispatcher"
+    )
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError(
-            f"{exercise}: the grader switches the lab's dispatch-table builder off while {what} runs; "
-            "work the answer out from the rules instead of building a lab.Dispatcher"
-        )
+        raise RuntimeError(message)
 
-    OperatorEntry._compute, OperatorEntry.update_table = refuse, refuse  # type: ignore[method-assign]
+    patched: list[tuple[Any, str, Any]] = [
+        (OperatorEntry, "_compute", OperatorEntry._compute),
+        (OperatorEntry, "update_table", OperatorEntry.update_table),
+    ]
+    real_torch = sys.modules.get("torch")
+    if real_torch is not None and hasattr(real_torch, "_C"):
+        for name in ("_dispatch_dump_table", "_dispatch_dump", "_dispatch_library", "_dispatch_find_dangling_impls"):
+            if hasattr(real_torch._C, name):
+                patched.append((real_torch._C, name, getattr(real_torch._C, name)))
+    finder = _NoRealTorch(message)
+    for owner, name, _ in patched:
+        setattr(owner, name, refuse)
+    if real_torch is None:
+        sys.meta_path.insert(0, finder)
     try:
         yield
     finally:
-        OperatorEntry._compute, OperatorEntry.update_table = saved  # type: ignore[method-assign]
+        if finder in sys.meta_path:
+            sys.meta_path.remove(finder)
+        for owner, name, original in patched:
+            setattr(owner, name, original)
 
 
 def plain(value: Any, depth: int = 0) -> Any:
@@ -43,11 +74,20 @@ def plain(value: Any, depth: int = 0) -> Any:
     if isinstance(value, (list, tuple)):
         return [plain(v, depth + 1) for v in list(value)[:200]]
     if isinstance(value, dict):
-        return {str(k)[:80]: plain(v, depth + 1) for k, v in list(value.items())[:200]}
+        return {_key(k): plain(v, depth + 1) for k, v in list(value.items())[:200]}
+    from labsupport.c10.dispatch_key_set import DispatchKeySet
+
+    if isinstance(value, DispatchKeySet):  # a key set stands for the names of its keys
+        return [k.name for k in value]
     name = getattr(value, "name", None)
     if isinstance(name, str):  # a DispatchKey
         return name
     return f"<{type(value).__name__}: {repr(value)[:80]}>"
+
+
+def _key(key: Any) -> str:
+    name = getattr(key, "name", None)
+    return (name if isinstance(name, str) else str(key))[:80]
 
 
 def fill_tables(learner: ModuleType, inputs: Any) -> Any:
