@@ -547,28 +547,38 @@ def test_ex04c_fixed_cast_fails(tmp_path: Path) -> None:
 
 
 def test_ex04c_reference_follows_pytorch_policies(torch_ref: Any) -> None:
-    """PyTorch 2.13 on CPU: lower_precision_fp (mm) casts f32 and leaves f64/int alone; fp32 and promote
-    are checked through torch's own helpers where a CPU build exposes them."""
-    with torch_ref.autocast("cpu", dtype=torch_ref.float16):
-        assert torch_ref.mm(torch_ref.ones(2, 2), torch_ref.ones(2, 2)).dtype == torch_ref.float16
-        assert (
-            torch_ref.mm(
-                torch_ref.ones(2, 2, dtype=torch_ref.float64), torch_ref.ones(2, 2, dtype=torch_ref.float64)
-            ).dtype
-            == torch_ref.float64
-        )
-        assert (
-            torch_ref.mm(torch_ref.ones(2, 2, dtype=torch_ref.int64), torch_ref.ones(2, 2, dtype=torch_ref.int64)).dtype
-            == torch_ref.int64
-        )
-        # promote (CPU promote list: stack, cat, index_copy): widest eligible type wins
-        assert torch_ref.cat([torch_ref.ones(2, dtype=torch_ref.float16), torch_ref.ones(2)]).dtype == torch_ref.float32
-        assert (
-            torch_ref.cat(
-                [torch_ref.ones(2, dtype=torch_ref.float16), torch_ref.ones(2, dtype=torch_ref.float16)]
-            ).dtype
-            == torch_ref.float16
-        )
+    """PyTorch 2.13's CPU autocast kernels, one op per policy: lower_precision_fp (mm), fp32 (prod),
+    promote (cat), under ``torch.autocast("cpu", dtype=torch.float16)``. For every dtype combination
+    PyTorch accepts, the dtype PyTorch's op returns is the type promotion of the dtypes the lab's
+    reference kernel passes on. (The CPU build has no CUDA: the other-device rule is read in
+    autocast_mode.h, where is_autocast_eligible checks the device.)"""
+    import warnings
+
+    from labsupport.grade.ex04c_autocast import decide, observe
+
+    ops = {"lower_precision_fp": (2, torch_ref.mm), "fp32": (1, torch_ref.prod), "promote": (2, None)}
+    names = ["float16", "float32", "float64", "int64"]
+    compared = 0
+    for policy, (arity, fn) in ops.items():
+        for dtypes in itertools.product(names, repeat=arity):
+            args = [torch_ref.ones(2, 2, dtype=getattr(torch_ref, d)) for d in dtypes]
+            try:
+                with warnings.catch_warnings(), torch_ref.autocast("cpu", dtype=torch_ref.float16):
+                    warnings.simplefilter("ignore")
+                    out = torch_ref.cat(args) if fn is None else fn(*args)
+            except RuntimeError:
+                continue  # mm of different dtypes after the casts: PyTorch refuses, nothing to compare
+            scenario = {"policy": policy, "tensors": [{"device": "cpu", "dtype": d} for d in dtypes],
+                        "enabled": ["cpu"], "nested": False}  # fmt: skip
+            inputs = {"autocast_dtype": "float16", "scenarios": [scenario]}
+            (record,) = observe.autocast_calls(decide.REFERENCE, inputs)
+            seen = [getattr(torch_ref, d) for d in record["backend"][0]["dtypes"]]
+            expected = seen[0]
+            for d in seen[1:]:
+                expected = torch_ref.promote_types(expected, d)
+            assert out.dtype == expected, (policy, dtypes, record)
+            compared += 1
+    assert compared >= 15
 
 
 # ------------------------------------------------------------------ untrusted observations
