@@ -439,12 +439,12 @@ EX07B_WRONG = {
     # the dtype is ignored: quantized dtypes give the dense key
     "ignores_dtype": (
         [('        return f"Quantized{backend}" if dtype in QUANTIZED_DTYPES else backend', "        return backend")],
-        {"7b.1": "quantized dtype selects the Quantized key"},
+        {key: "quantized dtype selects the Quantized key" for key in ("7b.1", "7b.2", "7b.3")},
     ),
     # the layout is ignored: every layout is dense
     "ignores_layout": (
         [('    layout = layout or "strided"\n', '    layout = "strided"\n')],
-        {"7b.1": "the layout option selects the functionality"},
+        {key: "the layout option selects the functionality" for key in ("7b.1", "7b.2", "7b.3")},
     ),
     # a tensor argument's keys are dropped: only the options decide
     "ignores_tensor_keys": (

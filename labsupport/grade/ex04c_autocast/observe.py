@@ -81,7 +81,7 @@ def autocast_calls(learner: ModuleType, inputs: Any) -> Any:
                     raise
                 record["error"] = f"NotImplementedError: {str(error).splitlines()[0][:200]}"
             except (RuntimeError, RecursionError, TypeError, ValueError, AttributeError, AssertionError) as error:
-                record["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+                record["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:400] if str(error) else ''}"
         results.append(record)
     return results
 
@@ -120,4 +120,5 @@ def _autocast_kernel(learner: Any, op: Any, policy: str, device: str, dtype: Any
             record["autocast_kernel_calls"] += 1
         return learner.autocast_kernel(op, ks, policy, device, dtype, list(tensors))
 
+    kernel.__name__ = kernel.__qualname__ = "autocast_kernel"
     return kernel

@@ -202,41 +202,7 @@ def _decide_calls(inputs: Any, observed: Any, observer: Any, with_tensors: bool)
                 False, f"the observation of call {number + 1} is malformed: {str(given)[:80]}", HINTS["format"]
             )
         option = inputs["options"][number]
-        key = reference_key(*option)
-        keys = given.get("keys") if isinstance(given, dict) else None
-        if isinstance(given, dict) and "error" in given:
-            reason = "mask" if with_tensors else "key_only"
-        elif not isinstance(keys, list):
-            reason = "key_only"
-        elif (
-            with_tensors
-            and set(keys) - set(expected["keys"])
-            and not set(keys)
-            & {
-                "AutogradCPU",
-                "AutogradCUDA",
-                "AutogradMeta",
-                "ADInplaceOrView",
-                "AutocastCPU",
-                "AutocastCUDA",
-                "BackendSelect",
-            }
-        ):
-            reason = _key_reason(str(given.get("kernel")), expected["kernel"], option)
-        elif with_tensors and set(keys) & {
-            "AutogradCPU",
-            "AutogradCUDA",
-            "AutogradMeta",
-            "ADInplaceOrView",
-            "BackendSelect",
-        }:
-            reason = "mask"
-        elif with_tensors and set(expected["keys"]) - set(keys):
-            reason = "tensor_keys"
-        elif key != given.get("kernel"):
-            reason = _key_reason(str(given.get("kernel")), key, option)
-        else:
-            reason = "key_only"
+        reason = _call_reason(given, expected, option, with_tensors, inputs.get("tensors", [{}] * (number + 1))[number])
         wrong.append((reason, number, given, expected))
     if not wrong:
         return Verdict(True, f"all {len(expected_all)} calls reached the right backend kernel with the right key set")
@@ -254,6 +220,40 @@ def _decide_calls(inputs: Any, observed: Any, observer: Any, with_tensors: bool)
         f"{len(wrong)} of {len(expected_all)} calls went wrong, e.g. {call}: {seen}; expected {_describe(expected)}",
         HINTS[reason],
     )
+
+
+ABOVE_BACKEND_SELECT = {
+    "BackendSelect", "ADInplaceOrView", "AutogradOther", "AutogradCPU", "AutogradCUDA", "AutogradMeta",
+    "AutocastCPU", "AutocastCUDA",
+}  # fmt: skip
+
+
+def _backend(key: str) -> str:
+    for prefix in ("SparseCsr", "Sparse", "Quantized", "Mkldnn"):
+        if key.startswith(prefix):
+            return key[len(prefix) :]
+    return key
+
+
+def _call_reason(
+    given: dict[str, Any], expected: dict[str, Any], option: list[Any], with_tensors: bool, spec: Any
+) -> str:
+    """Which misunderstanding a wrong call shows (``given`` is a valid call record)."""
+    if "error" in given:
+        return "mask" if with_tensors else "key_only"
+    keys, kernel = set(given["keys"]), given["kernel"]
+    if with_tensors and keys & ABOVE_BACKEND_SELECT:
+        return "mask"
+    reason = _key_reason(kernel, expected["kernel"], option)
+    if kernel != expected["kernel"] and reason != "device":
+        return reason  # the functionality (dtype or layout) is wrong, whatever the tensors
+    if with_tensors and set(expected["keys"]) - keys:
+        return "tensor_keys"  # the tensor's own backend is missing from the key set
+    if kernel != expected["kernel"]:
+        if with_tensors and _backend(expected["kernel"]).lower() == str(spec.get("device", "")).lower():
+            return "tensor_keys"
+        return "device"
+    return "key_only"
 
 
 def _valid_call(result: Any) -> bool:
