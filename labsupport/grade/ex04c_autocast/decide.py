@@ -113,7 +113,7 @@ HINTS: dict[str, tuple[str, ...]] = {
         "integer and float64 tensors, and tensors of the other device, pass through unchanged",
     ),
     "policy": (
-        "each policy casts to its own dtype (autocast_mode.h: lower_precision_fp, fp32, promote)",
+        f"each policy casts to its own dtype ({SECTION}; the CastPolicy list in aten/src/ATen/autocast_mode.h)",
         "lower_precision_fp: the autocast dtype; fp32: float32; promote: the widest eligible input type "
         "(float32 if any eligible input is float32, otherwise the autocast dtype)",
     ),
