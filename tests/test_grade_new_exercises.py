@@ -678,3 +678,18 @@ def test_ex04d_reference_paths_agree_with_pytorch(torch_ref: Any) -> None:
             assert path == expected, scenario
             compared += 1
     assert compared >= 25
+
+
+@pytest.mark.parametrize("exercise_id", sorted(PACKAGES))
+def test_hints_start_at_the_notebook_and_never_show_code(exercise_id: str) -> None:
+    """Every misunderstanding has progressive hints: the first points at a notebook section, a later
+    one is more specific, none holds a line of the answer's code."""
+    hints = importlib.import_module(PACKAGES[exercise_id] + ".decide").HINTS
+    for reason, levels in hints.items():
+        if reason in ("format", "raised"):
+            continue
+        assert len(levels) >= 2, reason
+        assert "notebook" in levels[0], reason
+        assert levels[1] != levels[0], reason
+        for text in levels:
+            assert "def " not in text and "return " not in text and "\n" not in text, reason
