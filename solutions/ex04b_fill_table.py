@@ -6,9 +6,9 @@ OperatorEntry.cpp) for the keys this exercise asks about. Notebook 04, section 1
 
 from __future__ import annotations
 
-CIA = "CompositeImplicitAutograd"
-CEA = "CompositeExplicitAutograd"
-CEANF = "CompositeExplicitAutogradNonFunctional"
+_CIA = "CompositeImplicitAutograd"
+_CEA = "CompositeExplicitAutograd"
+_CEANF = "CompositeExplicitAutogradNonFunctional"
 
 # The backend keys the exercise uses, and the backend keys each autograd key serves
 # (getBackendKeySetFromAutograd).
@@ -25,25 +25,25 @@ AUTOGRAD_SERVES = {
 
 def fill_table(registrations: list[str], fallbacks: dict[str, str], keys: list[str]) -> dict[str, tuple[str, str]]:
     """``{key: (kernel, label)}`` for every key in ``keys``."""
-    return {key: entry(key, set(registrations), fallbacks) for key in keys}
+    return {key: _entry(key, set(registrations), fallbacks) for key in keys}
 
 
-def entry(key: str, registered: set[str], fallbacks: dict[str, str]) -> tuple[str, str]:
+def _entry(key: str, registered: set[str], fallbacks: dict[str, str]) -> tuple[str, str]:
     undefined = key == "Undefined"
     backend = key in BACKEND_KEYS
     autograd = key in AUTOGRAD_SERVES
     if not undefined and key in registered:
         return f"fn_{key}", "kernel"
-    if CEANF in registered and (undefined or (backend and key not in ("XLA", "Lazy", "SparseCPU"))):
-        return f"fn_{CEANF}", "default backend kernel"
-    if CEA in registered and (undefined or backend):
-        return f"fn_{CEA}", "default backend kernel"
-    if CIA in registered and (undefined or backend or autograd):
+    if _CEANF in registered and (undefined or (backend and key not in ("XLA", "Lazy", "SparseCPU"))):
+        return f"fn_{_CEANF}", "default backend kernel"
+    if _CEA in registered and (undefined or backend):
+        return f"fn_{_CEA}", "default backend kernel"
+    if _CIA in registered and (undefined or backend or autograd):
         if key == "AutogradOther" and registered & set(AUTOGRAD_SERVES["AutogradOther"]):
             return "ambiguous_autogradother", "ambiguous autogradother"
-        has_backend_kernel = CEA in registered or bool(registered & set(AUTOGRAD_SERVES.get(key, [])))
+        has_backend_kernel = _CEA in registered or bool(registered & set(AUTOGRAD_SERVES.get(key, [])))
         if not has_backend_kernel:
-            return f"fn_{CIA}", "math kernel"
+            return f"fn_{_CIA}", "math kernel"
     if autograd and "Autograd" in registered:
         return "fn_Autograd", "autograd kernel"
     if key in fallbacks:

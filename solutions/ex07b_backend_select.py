@@ -11,15 +11,15 @@ from typing import Any
 
 import labsupport as lab
 
-DEVICE_KEYS = {"cpu": "CPU", "cuda": "CUDA", "meta": "Meta", "xla": "XLA"}
-QUANTIZED_DTYPES = {"qint8", "quint8", "qint32"}
+_DEVICE_KEYS = {"cpu": "CPU", "cuda": "CUDA", "meta": "Meta", "xla": "XLA"}
+_QUANTIZED_DTYPES = {"qint8", "quint8", "qint32"}
 
 
 def compute_dispatch_key(dtype: str | None, layout: str | None, device: str | None) -> str:
-    backend = DEVICE_KEYS[(device or "cpu").split(":")[0]]
+    backend = _DEVICE_KEYS[(device or "cpu").split(":")[0]]
     layout = layout or "strided"
     if layout in ("strided", "jagged"):
-        return f"Quantized{backend}" if dtype in QUANTIZED_DTYPES else backend
+        return f"Quantized{backend}" if dtype in _QUANTIZED_DTYPES else backend
     if layout == "sparse_coo":
         return f"Sparse{backend}"
     if layout == "_mkldnn":

@@ -221,8 +221,8 @@ def test_ex04b_hardcoded_answers_fail_on_another_seed(tmp_path: Path) -> None:
 EX04B_WRONG = {
     # the math kernel beats the default backend kernel
     "cia_before_cea": (
-        [("    if CEANF in registered and (undefined", "    if CIA in registered and (undefined or backend):\n"
-          "        return f\"fn_{CIA}\", \"math kernel\"\n    if CEANF in registered and (undefined")],
+        [("    if _CEANF in registered and (undefined", "    if _CIA in registered and (undefined or backend):\n"
+          "        return f\"fn_{_CIA}\", \"math kernel\"\n    if _CEANF in registered and (undefined")],
         "math kernel (CompositeImplicitAutograd) beat a default backend kernel",
     ),
     # CIA fills every autograd key, even when the backend has a kernel of its own
@@ -237,7 +237,7 @@ EX04B_WRONG = {
     ),
     # CEA covers the autograd keys too
     "cea_on_autograd": (
-        [("    if CEA in registered and (undefined or backend):", "    if CEA in registered and (undefined or backend or autograd):")],
+        [("    if _CEA in registered and (undefined or backend):", "    if _CEA in registered and (undefined or backend or autograd):")],
         "CompositeExplicitAutograd/CEANF kernel on an autograd key",
     ),
     # the Autograd alias is forgotten
@@ -300,8 +300,8 @@ def test_ex04b_lenient_spelling_of_labels(tmp_path: Path) -> None:
         "ex04b",
         tmp_path,
         [
-            ("    return {key: entry(key, set(registrations), fallbacks) for key in keys}",
-             "    return {key: bracket(*entry(key, set(registrations), fallbacks)) for key in keys}\n\n\n"
+            ("    return {key: _entry(key, set(registrations), fallbacks) for key in keys}",
+             "    return {key: bracket(*_entry(key, set(registrations), fallbacks)) for key in keys}\n\n\n"
              "def bracket(kernel, label):\n    return (kernel or 'missing', f'[{label}]')"),
         ],
         "brackets",
@@ -393,18 +393,18 @@ EX04D_WRONG = {
     ),
     # the default TLS exclude set is forgotten: AutocastCPU stays in every CPU call
     "autocast_not_excluded": (
-        [("    exclude = lab.autocast_dispatch_keyset\n", "    exclude = KS()\n")],
+        [("    exclude = lab.autocast_dispatch_keyset\n", "    exclude = _KS()\n")],
         "Autocast keys are in the default TLS exclude set",
     ),
     # no fallthrough mask: ADInplaceOrView and BackendSelect from the include set stay in the key set
     "no_mask": (
-        [("    run(kernels, ks & mask(kernels, ks), tensor_keys", "    run(kernels, ks, tensor_keys")],
+        [("    _run(kernels, ks & _mask(kernels, ks), tensor_keys", "    _run(kernels, ks, tensor_keys")],
         "fallthrough keys are masked out",
     ),
     # autograd kernels redispatch below ADInplaceOrView too
     "autograd_skips_inplace_or_view": (
-        [('    if kind == "autograd":\n        run(kernels, ks & lab.after_autograd_keyset',
-          '    if kind == "autograd":\n        run(kernels, ks & lab.after_ADInplaceOrView_keyset')],
+        [('    if kind == "autograd":\n        _run(kernels, ks & lab.after_autograd_keyset',
+          '    if kind == "autograd":\n        _run(kernels, ks & lab.after_ADInplaceOrView_keyset')],
         "what a kernel redispatches with",
     ),
 }  # fmt: skip
@@ -438,7 +438,7 @@ def test_ex07b_hardcoded_keys_fail_on_another_seed(tmp_path: Path) -> None:
 EX07B_WRONG = {
     # the dtype is ignored: quantized dtypes give the dense key
     "ignores_dtype": (
-        [('        return f"Quantized{backend}" if dtype in QUANTIZED_DTYPES else backend', "        return backend")],
+        [('        return f"Quantized{backend}" if dtype in _QUANTIZED_DTYPES else backend', "        return backend")],
         {key: "quantized dtype selects the Quantized key" for key in ("7b.1", "7b.2", "7b.3")},
     ),
     # the layout is ignored: every layout is dense
@@ -494,19 +494,19 @@ def test_ex07b_reference_key_agrees_with_pytorch(torch_ref: Any) -> None:
 EX04C_WRONG = {
     # no guard: the kernel calls the operator again with its own key still in the key set
     "no_guard": (
-        [("    with lab.ExcludeDispatchKeyGuard(lab.DispatchKeySet(AUTOCAST_KEY[device_type])):\n",
+        [("    with lab.ExcludeDispatchKeyGuard(lab.DispatchKeySet(_AUTOCAST_KEY[device_type])):\n",
           "    if True:\n")],
         {"4c.1": "must exclude its own Autocast key", "4c.2": "must exclude its own Autocast key"},
     ),
     # the mask instead of the guard: one redispatch skips the kernel, nested calls autocast again
     "redispatch_without_guard": (
-        [("    with lab.ExcludeDispatchKeyGuard(lab.DispatchKeySet(AUTOCAST_KEY[device_type])):\n", "    if True:\n"),
-         ("        return op.call(*args)", "        return op.redispatch(ks - lab.DispatchKeySet(AUTOCAST_KEY[device_type]), *args)")],
+        [("    with lab.ExcludeDispatchKeyGuard(lab.DispatchKeySet(_AUTOCAST_KEY[device_type])):\n", "    if True:\n"),
+         ("        return op.call(*args)", "        return op.redispatch(ks - lab.DispatchKeySet(_AUTOCAST_KEY[device_type]), *args)")],
         {"4c.2": "not only the next dispatch"},
     ),
     # every Autocast key excluded, as the older header did
     "excludes_every_autocast_key": (
-        [("lab.ExcludeDispatchKeyGuard(lab.DispatchKeySet(AUTOCAST_KEY[device_type]))",
+        [("lab.ExcludeDispatchKeyGuard(lab.DispatchKeySet(_AUTOCAST_KEY[device_type]))",
           "lab.ExcludeDispatchKeyGuard(lab.autocast_dispatch_keyset)")],
         {"4c.2": "excludes only its own key"},
     ),
