@@ -1,7 +1,7 @@
 """Exercise 04d -- predict the path of a call (reference solution).
 
-Follows ``Dispatcher::_call`` (the key set of a _call), ``OperatorEntry`` (which kernel a slot holds, and
-the fallthrough _mask) and what each kind of kernel redispatches with. Notebooks 02, 04 and 07.
+Follows ``Dispatcher::call`` (the key set of a call), ``OperatorEntry`` (which kernel a slot holds, and
+the fallthrough mask) and what each kind of kernel redispatches with. Notebooks 02, 04 and 07.
 """
 
 from __future__ import annotations
