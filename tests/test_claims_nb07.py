@@ -94,8 +94,22 @@ def test_add_fallthrough_keys(torch_ref):
 
 @claim("nb07.backend_select_registrations")
 def test_backend_select_registrations(torch_ref):
+    import pathlib
+
+    import torchgen
+    from torchgen.gen import needs_backend_select, parse_native_yaml
+    from torchgen.selective_build.selector import SelectiveBuilder
+
+    folder = pathlib.Path(torchgen.__file__).parent / "packaged" / "ATen" / "native"
+    parsed = parse_native_yaml(str(folder / "native_functions.yaml"), str(folder / "tags.yaml"))
+    selector = SelectiveBuilder.get_nop_selector()
+    generated = {"aten::" + str(f.func.name) for f in parsed.native_functions if needs_backend_select(f, selector)}
+    assert len(generated) == 81
     regs = set(torch_ref._C._dispatch_get_registrations_for_dispatch_key("BackendSelect"))
     assert len(regs) == 94
+    assert {r for r in regs if r.startswith("aten::")} == generated
+    python_registered = regs - generated
+    assert len(python_registered) == 13 and all(r.startswith(("prims::", "debugprims::")) for r in python_registered)
     assert {"aten::randn", "aten::empty.memory_format", "aten::_to_copy", "aten::to.dtype_layout"} <= regs
     assert not any(r.split("::")[1].startswith("new_") or r.split(".")[0].endswith("_like") for r in regs)
 

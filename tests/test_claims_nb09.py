@@ -67,3 +67,63 @@ def test_ceanf_for_structured(torch_ref):
     assert len(delegating) == 385
     for name in delegating:
         assert "CompositeExplicitAutogradNonFunctional[alias]" in torch_ref._C._dispatch_dump("aten::" + name), name
+
+
+def functionality_keys(torch_ref) -> list[str]:
+    """The functionality keys of the installed wheel's ``c10/core/DispatchKey.h``, lowest priority first."""
+    import re
+
+    header = pathlib.Path(torch_ref.__file__).parent / "include" / "c10" / "core" / "DispatchKey.h"
+    text = header.read_text()
+    body = text[text.index("enum class DispatchKey : uint16_t") : text.index("\n  EndOfFunctionalityKeys,")]
+    body = re.sub(r"//[^\n]*", "", body)
+    return re.findall(r"^\s*([A-Za-z_]\w*)\s*(?:=[^,]*)?,", body, re.M)
+
+
+@claim("nb09.functorch_key_order")
+def test_functorch_key_order(torch_ref):
+    keys = functionality_keys(torch_ref)
+    assert keys[0] == "Undefined"
+    top = keys[keys.index("FuncTorchDynamicLayerFrontMode") + 1 :]
+    assert top == ["TESTING_ONLY_GenericWrapper", "TESTING_ONLY_GenericMode", "PreDispatch", "PythonDispatcher"]
+    back = keys.index("FuncTorchDynamicLayerBackMode")
+    assert keys.index("Python") < back < keys.index("ADInplaceOrView") < keys.index("AutogradOther")
+    # the same order in the real table of a fresh operator (rows come in slot order)
+    lib = torch_ref.library.Library("claims_nb09", "DEF")
+    try:
+        lib.define("f(Tensor x) -> Tensor")
+        rows = [line.split(":")[0] for line in torch_ref._C._dispatch_dump_table("claims_nb09::f").splitlines()]
+    finally:
+        lib._destroy()
+    assert rows[-1] == "PythonDispatcher"
+    assert rows.index("FuncTorchDynamicLayerFrontMode") < rows.index("PreDispatch") < rows.index("PythonDispatcher")
+
+
+@claim("nb09.grad_wrapper_key")
+def test_grad_wrapper_key(torch_ref):
+    from torch.func import grad
+
+    seen = []
+
+    def f(x):
+        seen.append(torch_ref._C._dispatch_keys(x))
+        return x.sin().sum()
+
+    grad(f)(torch_ref.tensor([1.0, 2.0]))
+    assert seen[0].has(torch_ref._C.DispatchKey.FuncTorchGradWrapper)
+    assert not torch_ref._C._dispatch_keys(torch_ref.tensor([1.0])).has(torch_ref._C.DispatchKey.FuncTorchGradWrapper)
+
+
+@claim("nb09.exclude_autograd_functionality")
+def test_exclude_autograd_functionality(torch_ref):
+    C = torch_ref._C
+    default = C._dispatch_tls_local_exclude_set()
+    with C._AutoDispatchBelowAutograd():
+        excluded = C._dispatch_tls_local_exclude_set()
+    assert str(excluded - default) == "DispatchKeySet(AutogradOther, AutogradNestedTensor)"
+    # three functionality bits: AutogradOther, AutogradFunctionality, AutogradNestedTensor
+    assert bin((excluded - default).raw_repr()).count("1") == 3
+    keys = C._dispatch_keys(torch_ref.tensor([1.0]))
+    assert keys.has(C.DispatchKey.AutogradCPU)
+    assert not (keys - excluded).has(C.DispatchKey.AutogradCPU)
+    assert (keys - excluded).has(C.DispatchKey.CPU)
