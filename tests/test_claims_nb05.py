@@ -122,6 +122,19 @@ def test_deprecated_add_signature(torch_ref):
     assert any("This overload of add is deprecated" in str(w.message) for w in caught)
 
 
+@claim("nb05.deprecated_signature_text")
+def test_deprecated_signature_text(torch_ref):
+    import inspect
+
+    import yaml
+    from torchgen.api import python
+
+    assert '+ "|deprecated"' in inspect.getsource(python.PythonSignatureDeprecated)
+    text = packaged(torch_ref, "packaged", "autograd", "deprecated.yaml").read_text()
+    names = [e["name"] for e in yaml.safe_load(text)]
+    assert "add(Tensor self, Scalar alpha, Tensor other) -> Tensor" in names
+
+
 @claim("nb05.variable_type_autograd_alias")
 def test_variable_type_autograd_alias(torch_ref):
     (line,) = [x for x in dump_lines(torch_ref, "aten::add.Tensor") if x.startswith("Autograd[alias]:")]

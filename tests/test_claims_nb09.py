@@ -127,3 +127,13 @@ def test_exclude_autograd_functionality(torch_ref):
     assert keys.has(C.DispatchKey.AutogradCPU)
     assert not (keys - excluded).has(C.DispatchKey.AutogradCPU)
     assert (keys - excluded).has(C.DispatchKey.CPU)
+
+
+@claim("nb09.cast_inside_kernel")
+def test_cast_inside_kernel(torch_ref):
+    a = torch_ref.tensor([1, 2])
+    x = torch_ref.tensor([1.0, 2.0])
+    counts = profiled(torch_ref, lambda: torch_ref.add(a, x))
+    assert counts == {"aten::add": 1, "aten::to": 1, "aten::_to_copy": 1, "aten::empty_strided": 1, "aten::copy_": 1}
+    # same dtypes: nothing but the add
+    assert profiled(torch_ref, lambda: torch_ref.add(x, x)) == {"aten::add": 1}
