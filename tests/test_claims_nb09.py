@@ -137,3 +137,22 @@ def test_cast_inside_kernel(torch_ref):
     assert counts == {"aten::add": 1, "aten::to": 1, "aten::_to_copy": 1, "aten::empty_strided": 1, "aten::copy_": 1}
     # same dtypes: nothing but the add
     assert profiled(torch_ref, lambda: torch_ref.add(x, x)) == {"aten::add": 1}
+
+
+def header(torch_ref, *parts: str) -> str:
+    return pathlib.Path(torch_ref.__file__).parent.joinpath("include", *parts).read_text()
+
+
+@claim("nb09.ambiguous_autogradother_source")
+def test_ambiguous_autogradother_source(torch_ref):
+    text = header(torch_ref, "ATen", "core", "dispatch", "OperatorEntry.h")
+    assert "computeDispatchTableEntryWithDebug(" in text
+    assert "ambiguousAutogradOtherKernel()" in text
+
+
+@claim("nb09.record_function_in_call")
+def test_record_function_in_call(torch_ref):
+    text = header(torch_ref, "ATen", "core", "dispatch", "Dispatcher.h")
+    call = text[text.index("Dispatcher::callWithDispatchKeySlowPath(") :]
+    assert "at::RecordFunction guard(" in call[:2000]
+    assert "// do not use RecordFunction on redispatch" in text
