@@ -335,3 +335,15 @@ def test_below_ad_inplace_guard(torch_ref):
     struct = struct[: struct.index("};")]
     assert "c10::impl::ExcludeDispatchKeyGuard dispatch_key_guard_;" in struct
     assert "dispatch_key_guard_(c10::autograd_dispatch_keyset_with_ADInplaceOrView)" in struct
+
+
+@claim("nb05.structured_inherits_values")
+def test_structured_inherits_values(native_yaml):
+    values = {e.get("structured_inherits") for e in native_yaml if e.get("structured")}
+    assert values == {"TensorIteratorBase", None}  # None: the default base, at::impl::MetaBase
+    assert entry(native_yaml, "add.out")["structured_inherits"] == "TensorIteratorBase"
+    import inspect
+
+    import torchgen.gen
+
+    assert 'parent_class = "at::impl::MetaBase"' in inspect.getsource(torchgen.gen)
