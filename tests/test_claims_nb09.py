@@ -156,3 +156,13 @@ def test_record_function_in_call(torch_ref):
     call = text[text.index("Dispatcher::callWithDispatchKeySlowPath(") :]
     assert "at::RecordFunction guard(" in call[:2000]
     assert "// do not use RecordFunction on redispatch" in text
+
+
+@claim("nb09.python_dispatcher_key")
+def test_python_dispatcher_key(torch_ref):
+    keys = functionality_keys(torch_ref)
+    assert keys[-1] == "PythonDispatcher"  # the highest functionality key
+    text = header(torch_ref, "c10", "core", "DispatchKey.h")
+    comment = text[: text.index("\n  PythonDispatcher,")].rsplit("PreDispatch,", 1)[1]
+    assert "skip running the C++ dispatcher" in " ".join(comment.replace("//", " ").split())
+    assert torch_ref._C._EnablePythonDispatcher is not None  # the switch (torch._dispatch.python)
