@@ -201,3 +201,19 @@ def test_per_backend_fallthrough(torch_ref, scratch_library):
     assert torch_ref.ops.claims_nb07.myadd(x, x).grad_fn is None
     assert torch_ref.ops.claims_nb07.myadd(m, m).grad_fn.name() == "torch::autograd::WarnNotImplemented"
     assert table(torch_ref, "claims_nb07::myadd")["AutogradCPU"].startswith("fallthrough registered at ")
+
+
+@claim("nb07.randn_requires_grad_outside")
+def test_randn_requires_grad_outside(torch_ref):
+    import pathlib
+
+    path = pathlib.Path(torch_ref.__file__).parent / "include" / "torch" / "csrc" / "autograd" / "generated"
+    text = (path / "variable_factories.h").read_text()
+    start = text.index("inline at::Tensor randn(at::IntArrayRef size, at::TensorOptions options = {}) {")
+    body = text[start : text.index("\n}", start)]
+    assert "at::AutoDispatchBelowADInplaceOrView guard;" in body
+    assert "autograd::make_variable(at::randn(size, at::TensorOptions(options).requires_grad(::std::nullopt))" in body
+    assert "/*requires_grad=*/options.requires_grad()" in body
+    # and the result is a leaf that requires grad, with no grad_fn
+    r = torch_ref.randn(2, requires_grad=True)
+    assert r.requires_grad and r.is_leaf and r.grad_fn is None
