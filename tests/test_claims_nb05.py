@@ -125,6 +125,19 @@ def test_deprecated_add_signature(torch_ref):
     assert any("This overload of add is deprecated" in str(w.message) for w in caught)
 
 
+@claim("nb05.deprecated_signature_text")
+def test_deprecated_signature_text(torch_ref):
+    import inspect
+
+    import yaml
+    from torchgen.api import python
+
+    assert '+ "|deprecated"' in inspect.getsource(python.PythonSignatureDeprecated)
+    text = packaged(torch_ref, "packaged", "autograd", "deprecated.yaml").read_text()
+    names = [e["name"] for e in yaml.safe_load(text)]
+    assert "add(Tensor self, Scalar alpha, Tensor other) -> Tensor" in names
+
+
 @claim("nb05.variable_type_autograd_alias")
 def test_variable_type_autograd_alias(torch_ref):
     (line,) = [x for x in dump_lines(torch_ref, "aten::add.Tensor") if x.startswith("Autograd[alias]:")]
@@ -198,19 +211,86 @@ def test_cpu_wrapper_names(torch_ref, add_cpu_text):
 
 @claim("nb05.backend_select_registrations")
 def test_backend_select_registrations(torch_ref):
+    from torchgen.gen import needs_backend_select, parse_native_yaml
+    from torchgen.selective_build.selector import SelectiveBuilder
+
+    # what torchgen writes into RegisterBackendSelect.cpp: 81 aten operators, 29 of them taking a tensor
+    folder = packaged(torch_ref, "packaged", "ATen", "native")
+    parsed = parse_native_yaml(str(folder / "native_functions.yaml"), str(folder / "tags.yaml"))
+    selector = SelectiveBuilder.get_nop_selector()
+    generated = [f for f in parsed.native_functions if needs_backend_select(f, selector)]
+    assert len(generated) == 81
+    with_tensor = {str(f.func.name) for f in generated if any(a.type.is_tensor_like() for a in f.func.arguments.flat_all)}
+    assert len(with_tensor) == 29
+    assert {"_to_copy", "to.dtype_layout"} <= with_tensor
+    # what the dispatcher holds: those 81, plus 13 prims kernels registered from Python
     regs = sorted(torch_ref._C._dispatch_get_registrations_for_dispatch_key("BackendSelect"))
     assert len(regs) == 94
-    assert len([r for r in regs if r.startswith("aten::")]) == 81
-    with_tensor = []
-    for r in regs:
+    assert {r for r in regs if r.startswith("aten::")} == {"aten::" + str(f.func.name) for f in generated}
+    others = [r for r in regs if not r.startswith("aten::")]
+    assert len(others) == 13 and all(r.split("::")[0] in ("prims", "debugprims") for r in others)
+    for r in others:
         name, _, overload = r.partition(".")
-        schema = torch_ref._C._get_schema(name, overload)
-        if any("Tensor" in str(a.type) for a in schema.arguments):
-            with_tensor.append(r)
-    assert len(with_tensor) == 30
-    assert {"aten::_to_copy", "aten::to.dtype_layout"} <= set(with_tensor)
+        debug = [x for x in dump_lines(torch_ref, r) if x.startswith("BackendSelect:")]
+        assert debug and ".py:" in debug[0], (r, debug)  # a Python registration, not RegisterBackendSelect.cpp
     assert {"aten::randn", "aten::empty.memory_format", "aten::zeros", "aten::ones"} <= set(regs)
     assert "aten::add.Tensor" not in regs
+
+
+@claim("nb05.implicit_composite_default")
+def test_implicit_composite_default(torch_ref, native_yaml):
+    from torchgen.gen import parse_native_yaml
+    from torchgen.model import DispatchKey
+
+    folder = packaged(torch_ref, "packaged", "ATen", "native")
+    parsed = parse_native_yaml(str(folder / "native_functions.yaml"), str(folder / "tags.yaml"))
+    cia = parsed.backend_indices[DispatchKey.CompositeImplicitAutograd]
+    plain = {e["func"].split("(")[0] for e in native_yaml
+             if "dispatch" not in e and not e.get("structured") and "structured_delegate" not in e}
+    assert len(plain) > 100
+    by_name = {str(f.func.name): f for f in parsed.native_functions}
+    assert all(cia.has_kernel(by_name[name]) for name in plain)
+    # an entry that delegates gets no CompositeImplicitAutograd kernel, with or without a dispatch: block
+    delegating = [e for e in native_yaml if "structured_delegate" in e and "dispatch" not in e]
+    assert delegating
+    assert not any(cia.has_kernel(by_name[e["func"].split("(")[0]]) for e in delegating)
+    assert not torch_ref._C._dispatch_has_kernel_for_dispatch_key("aten::add.Tensor", "CompositeImplicitAutograd")
+    # and the lab's add.Tensor entry is such an entry
+    from labsupport.codegen import load_ops_yaml
+    from labsupport.codegen.build import DEFAULT_OPS_YAML
+
+    f = load_ops_yaml(DEFAULT_OPS_YAML).by_name("add.Tensor")
+    assert not f.dispatch and f.structured_delegate == "add.out"
+
+
+@claim("nb05.device_guard_backends")
+def test_device_guard_backends(torch_ref):
+    import inspect
+
+    import torchgen.gen
+
+    source = inspect.getsource(torchgen.gen)
+    assert "device_guard=is_cuda_dispatch_key(k) or is_xpu_dispatch_key(k)" in source
+
+
+@claim("nb05.variable_type_extras")
+def test_variable_type_extras(torch_ref):
+    source = packaged(torch_ref, "packaged", "autograd", "gen_variable_type.py").read_text()
+    assert "check_inplace(" in source
+    assert "_fw_grad" in source
+
+
+@claim("nb05.view_ops_adinplaceorview")
+def test_view_ops_adinplaceorview(torch_ref):
+    import labsupport as lab
+    import labsupport.torch  # registers the default build
+
+    assert torch_ref._C._dispatch_has_kernel_for_dispatch_key("aten::expand", "ADInplaceOrView")
+    # in-place and out= variants too, not the functional one
+    assert torch_ref._C._dispatch_has_kernel_for_dispatch_key("aten::add_.Tensor", "ADInplaceOrView")
+    assert not torch_ref._C._dispatch_has_kernel_for_dispatch_key("aten::add.Tensor", "ADInplaceOrView")
+    # the lab's expand has no ADInplaceOrView kernel (it does not track views)
+    assert not any(line.startswith("ADInplaceOrView") for line in lab.dispatcher.dump("aten::expand").splitlines())
 
 
 @claim("nb05.at_cpu_add_header")
@@ -260,3 +340,15 @@ def test_below_ad_inplace_guard(torch_ref):
     struct = struct[: struct.index("};")]
     assert "c10::impl::ExcludeDispatchKeyGuard dispatch_key_guard_;" in struct
     assert "dispatch_key_guard_(c10::autograd_dispatch_keyset_with_ADInplaceOrView)" in struct
+
+
+@claim("nb05.structured_inherits_values")
+def test_structured_inherits_values(native_yaml):
+    values = {e.get("structured_inherits") for e in native_yaml if e.get("structured")}
+    assert values == {"TensorIteratorBase", None}  # None: the default base, at::impl::MetaBase
+    assert entry(native_yaml, "add.out")["structured_inherits"] == "TensorIteratorBase"
+    import inspect
+
+    import torchgen.gen
+
+    assert 'parent_class = "at::impl::MetaBase"' in inspect.getsource(torchgen.gen)

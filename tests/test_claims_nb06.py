@@ -163,3 +163,29 @@ def test_out_rules(torch_ref):
 def test_inplace_dtype_error(torch_ref):
     with pytest.raises(RuntimeError, match=r"^result type Float can't be cast to the desired output type Long$"):
         torch_ref.tensor([1, 2, 3]).add_(torch_ref.tensor([0.5, 0.5, 0.5]))
+    # the same safe-cast rule as out=: an int64 result into float32 self is fine
+    f = torch_ref.tensor([0.5, 0.5, 0.5])
+    assert f.add_(torch_ref.tensor([1, 2, 3])).dtype == torch_ref.float32
+
+
+@claim("nb06.ufunc_generated_impl")
+def test_ufunc_generated_impl(torch_ref):
+    import inspect
+
+    import torchgen
+    import yaml
+    from torchgen.dest import ufunc
+
+    path = pathlib.Path(torchgen.__file__).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
+    entries = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    (add_out,) = [e for e in entries if e["func"].startswith("add.out(")]
+    assert "ufunc_inner_loop" in add_out
+    assert not any("CPU" in k.split(", ") for k in add_out["dispatch"])  # no hand-written CPU kernel is named
+    # torchgen's ufunc generator writes the impl() of the CPU class: one call of the <op>_stub
+    source = inspect.getsource(ufunc.compute_ufunc_cpu)
+    assert "StructuredImplSignature(g, ufunc.kernel_name(g, DispatchKey.CPU))" in source
+    assert "stub_sig.call(sig.arguments())" in source
+    assert '_stub"' in inspect.getsource(ufunc.StubSignature)
+    import torchgen.gen
+
+    assert 'f"UfuncCPU_{name}.cpp"' in inspect.getsource(torchgen.gen)

@@ -94,8 +94,22 @@ def test_add_fallthrough_keys(torch_ref):
 
 @claim("nb07.backend_select_registrations")
 def test_backend_select_registrations(torch_ref):
+    import pathlib
+
+    import torchgen
+    from torchgen.gen import needs_backend_select, parse_native_yaml
+    from torchgen.selective_build.selector import SelectiveBuilder
+
+    folder = pathlib.Path(torchgen.__file__).parent / "packaged" / "ATen" / "native"
+    parsed = parse_native_yaml(str(folder / "native_functions.yaml"), str(folder / "tags.yaml"))
+    selector = SelectiveBuilder.get_nop_selector()
+    generated = {"aten::" + str(f.func.name) for f in parsed.native_functions if needs_backend_select(f, selector)}
+    assert len(generated) == 81
     regs = set(torch_ref._C._dispatch_get_registrations_for_dispatch_key("BackendSelect"))
     assert len(regs) == 94
+    assert {r for r in regs if r.startswith("aten::")} == generated
+    python_registered = regs - generated
+    assert len(python_registered) == 13 and all(r.startswith(("prims::", "debugprims::")) for r in python_registered)
     assert {"aten::randn", "aten::empty.memory_format", "aten::_to_copy", "aten::to.dtype_layout"} <= regs
     assert not any(r.split("::")[1].startswith("new_") or r.split(".")[0].endswith("_like") for r in regs)
 
@@ -187,3 +201,19 @@ def test_per_backend_fallthrough(torch_ref, scratch_library):
     assert torch_ref.ops.claims_nb07.myadd(x, x).grad_fn is None
     assert torch_ref.ops.claims_nb07.myadd(m, m).grad_fn.name() == "torch::autograd::WarnNotImplemented"
     assert table(torch_ref, "claims_nb07::myadd")["AutogradCPU"].startswith("fallthrough registered at ")
+
+
+@claim("nb07.randn_requires_grad_outside")
+def test_randn_requires_grad_outside(torch_ref):
+    import pathlib
+
+    path = pathlib.Path(torch_ref.__file__).parent / "include" / "torch" / "csrc" / "autograd" / "generated"
+    text = (path / "variable_factories.h").read_text()
+    start = text.index("inline at::Tensor randn(at::IntArrayRef size, at::TensorOptions options = {}) {")
+    body = text[start : text.index("\n}", start)]
+    assert "at::AutoDispatchBelowADInplaceOrView guard;" in body
+    assert "autograd::make_variable(at::randn(size, at::TensorOptions(options).requires_grad(::std::nullopt))" in body
+    assert "/*requires_grad=*/options.requires_grad()" in body
+    # and the result is a leaf that requires grad, with no grad_fn
+    r = torch_ref.randn(2, requires_grad=True)
+    assert r.requires_grad and r.is_leaf and r.grad_fn is None

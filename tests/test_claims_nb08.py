@@ -72,3 +72,16 @@ def test_metadata_queries_not_profiled(torch_ref):
     assert profiled(torch_ref, lambda: (x.dim(), x.size(0))) == {}
     assert profiled(torch_ref, lambda: torch_ref.ops.aten.dim(x)) == {"aten::dim": 1}
 
+
+
+@claim("nb08.collect_callgrind")
+def test_collect_callgrind(torch_ref):
+    import inspect
+
+    from torch.utils.benchmark import Timer
+
+    assert callable(Timer.collect_callgrind)
+    from torch.utils.benchmark.utils.valgrind_wrapper import timer_interface
+
+    assert "callgrind" in inspect.getsource(timer_interface)
+    assert "valgrind" in inspect.getsource(timer_interface)

@@ -67,3 +67,102 @@ def test_ceanf_for_structured(torch_ref):
     assert len(delegating) == 385
     for name in delegating:
         assert "CompositeExplicitAutogradNonFunctional[alias]" in torch_ref._C._dispatch_dump("aten::" + name), name
+
+
+def functionality_keys(torch_ref) -> list[str]:
+    """The functionality keys of the installed wheel's ``c10/core/DispatchKey.h``, lowest priority first."""
+    import re
+
+    header = pathlib.Path(torch_ref.__file__).parent / "include" / "c10" / "core" / "DispatchKey.h"
+    text = header.read_text()
+    body = text[text.index("enum class DispatchKey : uint16_t") : text.index("\n  EndOfFunctionalityKeys,")]
+    body = re.sub(r"//[^\n]*", "", body)
+    return re.findall(r"^\s*([A-Za-z_]\w*)\s*(?:=[^,]*)?,", body, re.M)
+
+
+@claim("nb09.functorch_key_order")
+def test_functorch_key_order(torch_ref):
+    keys = functionality_keys(torch_ref)
+    assert keys[0] == "Undefined"
+    top = keys[keys.index("FuncTorchDynamicLayerFrontMode") + 1 :]
+    assert top == ["TESTING_ONLY_GenericWrapper", "TESTING_ONLY_GenericMode", "PreDispatch", "PythonDispatcher"]
+    back = keys.index("FuncTorchDynamicLayerBackMode")
+    assert keys.index("Python") < back < keys.index("ADInplaceOrView") < keys.index("AutogradOther")
+    # the same order in the real table of a fresh operator (rows come in slot order)
+    lib = torch_ref.library.Library("claims_nb09", "DEF")
+    try:
+        lib.define("f(Tensor x) -> Tensor")
+        rows = [line.split(":")[0] for line in torch_ref._C._dispatch_dump_table("claims_nb09::f").splitlines()]
+    finally:
+        lib._destroy()
+    assert rows[-1] == "PythonDispatcher"
+    assert rows.index("FuncTorchDynamicLayerFrontMode") < rows.index("PreDispatch") < rows.index("PythonDispatcher")
+
+
+@claim("nb09.grad_wrapper_key")
+def test_grad_wrapper_key(torch_ref):
+    from torch.func import grad
+
+    seen = []
+
+    def f(x):
+        seen.append(torch_ref._C._dispatch_keys(x))
+        return x.sin().sum()
+
+    grad(f)(torch_ref.tensor([1.0, 2.0]))
+    assert seen[0].has(torch_ref._C.DispatchKey.FuncTorchGradWrapper)
+    assert not torch_ref._C._dispatch_keys(torch_ref.tensor([1.0])).has(torch_ref._C.DispatchKey.FuncTorchGradWrapper)
+
+
+@claim("nb09.exclude_autograd_functionality")
+def test_exclude_autograd_functionality(torch_ref):
+    C = torch_ref._C
+    default = C._dispatch_tls_local_exclude_set()
+    with C._AutoDispatchBelowAutograd():
+        excluded = C._dispatch_tls_local_exclude_set()
+    assert str(excluded - default) == "DispatchKeySet(AutogradOther, AutogradNestedTensor)"
+    # three functionality bits: AutogradOther, AutogradFunctionality, AutogradNestedTensor
+    assert bin((excluded - default).raw_repr()).count("1") == 3
+    keys = C._dispatch_keys(torch_ref.tensor([1.0]))
+    assert keys.has(C.DispatchKey.AutogradCPU)
+    assert not (keys - excluded).has(C.DispatchKey.AutogradCPU)
+    assert (keys - excluded).has(C.DispatchKey.CPU)
+
+
+@claim("nb09.cast_inside_kernel")
+def test_cast_inside_kernel(torch_ref):
+    a = torch_ref.tensor([1, 2])
+    x = torch_ref.tensor([1.0, 2.0])
+    counts = profiled(torch_ref, lambda: torch_ref.add(a, x))
+    assert counts == {"aten::add": 1, "aten::to": 1, "aten::_to_copy": 1, "aten::empty_strided": 1, "aten::copy_": 1}
+    # same dtypes: nothing but the add
+    assert profiled(torch_ref, lambda: torch_ref.add(x, x)) == {"aten::add": 1}
+
+
+def header(torch_ref, *parts: str) -> str:
+    return pathlib.Path(torch_ref.__file__).parent.joinpath("include", *parts).read_text()
+
+
+@claim("nb09.ambiguous_autogradother_source")
+def test_ambiguous_autogradother_source(torch_ref):
+    text = header(torch_ref, "ATen", "core", "dispatch", "OperatorEntry.h")
+    assert "computeDispatchTableEntryWithDebug(" in text
+    assert "ambiguousAutogradOtherKernel()" in text
+
+
+@claim("nb09.record_function_in_call")
+def test_record_function_in_call(torch_ref):
+    text = header(torch_ref, "ATen", "core", "dispatch", "Dispatcher.h")
+    call = text[text.index("Dispatcher::callWithDispatchKeySlowPath(") :]
+    assert "at::RecordFunction guard(" in call[:2000]
+    assert "// do not use RecordFunction on redispatch" in text
+
+
+@claim("nb09.python_dispatcher_key")
+def test_python_dispatcher_key(torch_ref):
+    keys = functionality_keys(torch_ref)
+    assert keys[-1] == "PythonDispatcher"  # the highest functionality key
+    text = header(torch_ref, "c10", "core", "DispatchKey.h")
+    comment = text[: text.index("\n  PythonDispatcher,")].rsplit("PreDispatch,", 1)[1]
+    assert "skip running the C++ dispatcher" in " ".join(comment.replace("//", " ").split())
+    assert torch_ref._C._EnablePythonDispatcher is not None  # the switch (torch._dispatch.python)
