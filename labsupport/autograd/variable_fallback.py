@@ -38,15 +38,16 @@ def _differentiable_outputs(op: Any, stack: list[Any]) -> list[Any]:
     return [t for t in outputs if t._dtype.is_floating_point]
 
 
-def _run(op: Any, ks: DispatchKeySet, stack: list[Any], node_type: type) -> None:
+def _run(op: Any, ks: DispatchKeySet, stack: list[Any], node_type: type, skip_inplace_or_view: bool) -> None:
     from labsupport.autograd.node import compute_requires_grad
 
     n = len(op.schema.arguments) if op.schema is not None else len(stack)
     inputs = _tensors(stack[len(stack) - n :])
     needs_grad = compute_requires_grad(*inputs)
     mutates = op.schema is not None and (op.schema.is_mutable or any(r.annotation for r in op.schema.returns))
-    # In-place and view ops must still reach ADInplaceOrView; functional ops may skip it.
-    if mutates:
+    # The basic (default) fallback always redispatches to ADInplaceOrView; the opt-in
+    # autogradNotImplementedFallback lets functional ops skip it (in-place and view ops must reach it).
+    if mutates or not skip_inplace_or_view:
         with AutoDispatchBelowAutograd():
             op.redispatch_boxed(ks & after_autograd_keyset, stack)
     else:
@@ -59,12 +60,14 @@ def _run(op: Any, ks: DispatchKeySet, stack: list[Any], node_type: type) -> None
 
 
 def autograd_fallback(op: Any, ks: DispatchKeySet, stack: list[Any]) -> None:
-    """The autograd fallback registered on AutogradCPU, AutogradCUDA, ... (warn mode)."""
-    _run(op, ks, stack, WarnNotImplemented)
+    """The autograd fallback registered on AutogradCPU, AutogradCUDA, ... (warn mode). Like
+    ``basicAutogradNotImplementedFallback`` it redispatches with ``ks & after_autograd_keyset`` under
+    ``AutoDispatchBelowAutograd``, so an ADInplaceOrView kernel of the operator still runs."""
+    _run(op, ks, stack, WarnNotImplemented, skip_inplace_or_view=False)
 
 
 def _not_implemented(op: Any, ks: DispatchKeySet, stack: list[Any]) -> None:
-    _run(op, ks, stack, NotImplemented)
+    _run(op, ks, stack, NotImplemented, skip_inplace_or_view=True)
 
 
 _not_implemented.__qualname__ = "autogradNotImplementedFallback"
