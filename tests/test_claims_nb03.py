@@ -56,3 +56,21 @@ def test_meta_add_keyset(torch_ref):
     m = torch_ref.empty(2, 3, device="meta")
     ks = call_key_set(torch_ref, "aten::add.Tensor", m, m)
     assert repr(ks) == "DispatchKeySet(Meta, AutogradMeta)" and highest(torch_ref, ks) == "AutogradMeta"
+
+
+def _wheel_has_symbol(torch_ref, mangled: str) -> bool:
+    """Whether libtorch_cpu.so's symbol table holds a mangled name (``12_GLOBAL__N_1`` is an anonymous namespace)."""
+    import mmap
+    import pathlib
+
+    library = pathlib.Path(torch_ref.__file__).parent / "lib" / "libtorch_cpu.so"
+    with open(library, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return data.find(mangled.encode()) != -1
+
+
+@claim("nb03.anonymous_namespaces")
+def test_wrappers_and_autograd_kernels_are_file_local(torch_ref):
+    assert _wheel_has_symbol(torch_ref, "_ZN2at12_GLOBAL__N_122wrapper_CPU_add_TensorE")
+    assert _wheel_has_symbol(torch_ref, "_ZN5torch8autograd12VariableType12_GLOBAL__N_110add_TensorE")
+    assert not _wheel_has_symbol(torch_ref, "_ZN2at22wrapper_CPU_add_TensorE")  # no exported twin
+    assert _wheel_has_symbol(torch_ref, "_ZN2at3cpu3addERKNS_6TensorES3_RKN3c106ScalarE")  # at::cpu::add is public
