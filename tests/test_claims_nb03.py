@@ -74,3 +74,11 @@ def test_wrappers_and_autograd_kernels_are_file_local(torch_ref):
     assert _wheel_has_symbol(torch_ref, "_ZN5torch8autograd12VariableType12_GLOBAL__N_110add_TensorE")
     assert not _wheel_has_symbol(torch_ref, "_ZN2at22wrapper_CPU_add_TensorE")  # no exported twin
     assert _wheel_has_symbol(torch_ref, "_ZN2at3cpu3addERKNS_6TensorES3_RKN3c106ScalarE")  # at::cpu::add is public
+
+
+@claim("nb03.add_fallthrough_fallbacks")
+def test_add_backendselect_and_adinplaceorview_are_fallthrough_fallbacks(torch_ref):
+    rows = dict(line.split(": ", 1) for line in torch_ref._C._dispatch_dump_table("aten::add.Tensor").splitlines())
+    for key, source in (("BackendSelect", "BackendSelectFallbackKernel.cpp"), ("ADInplaceOrView", "VariableFallbackKernel.cpp")):
+        assert rows[key].startswith("fallthrough registered at ") and source in rows[key], rows[key]
+        assert rows[key].endswith("[backend fallback]")
