@@ -21,6 +21,18 @@ def test_binding_hands_the_call_to_torch_function(torch_ref):
     assert torch_ref.add(a, torch_ref.ones(2)) == "handled by __torch_function__"
     assert calls == ["add"]
 
+    from torch.overrides import TorchFunctionMode
+
+    class Mode(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            calls.append(f"mode: {func.__name__}")
+            return "handled by the mode"
+
+    x, y = torch_ref.ones(2), torch_ref.ones(2)
+    with Mode():  # plain tensors, but a mode is active
+        assert torch_ref.add(x, y) == "handled by the mode"
+    assert calls == ["add", "mode: add"]
+
 
 @claim("nb03.wrapped_number")
 def test_wrapped_numbers(torch_ref):
