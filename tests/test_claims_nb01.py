@@ -51,6 +51,13 @@ def test_aten_operator_count(torch_ref):
 
 @claim("nb01.below_autograd_guard")
 def test_below_autograd_guard_excludes_autograd(torch_ref):
+    import pathlib
+
+    # the tutorial's deprecated guard and AutoDispatchBelowAutograd exclude the same key set
+    header = (pathlib.Path(torch_ref.__file__).parent / "include" / "ATen" / "core" / "LegacyTypeDispatch.h").read_text()
+    for guard in ("AutoNonVariableTypeMode", "AutoDispatchBelowAutograd"):
+        start = header.index(f"struct TORCH_API {guard} {{")
+        assert "autograd_guard_(c10::autograd_dispatch_keyset)" in header[start : header.index("};", start)]
     C = torch_ref._C
     with C._AutoDispatchBelowAutograd():
         excluded = C._dispatch_tls_local_exclude_set()

@@ -244,3 +244,24 @@ def test_backendselect_is_in_the_default_included_set(torch_ref):
     worker.start()
     worker.join()
     assert seen == ["DispatchKeySet(BackendSelect, ADInplaceOrView)"]
+
+
+@claim("nb02.backendselect_kernels")
+def test_backendselect_kernels_for_factories_and_tensor_moves(torch_ref):
+    def backend_select_row(op: str) -> str:
+        return next(line for line in torch_ref._C._dispatch_dump_table(op).splitlines() if line.startswith("BackendSelect:"))
+
+    for op in ("aten::zeros", "aten::_to_copy", "aten::to.dtype_layout"):  # a factory, and two that take a tensor
+        assert backend_select_row(op).endswith("[kernel]"), op
+    assert "fallthrough" in backend_select_row("aten::add.Tensor")
+
+
+@claim("nb02.zero_tensor")
+def test_zero_tensor_allocates_no_memory_for_its_values(torch_ref):
+    import pytest
+
+    z = torch_ref._efficientzerotensor(3)
+    assert "ZeroTensor" in str(torch_ref._C._dispatch_keys(z))
+    with pytest.raises(RuntimeError, match="invalid python storage"):
+        z.untyped_storage().data_ptr()  # a storage object, but no data behind it
+    assert torch_ref.equal(z + torch_ref.ones(3), torch_ref.ones(3))

@@ -132,6 +132,7 @@ def test_autocast_is_an_alias_of_autocastcuda(torch_ref):
 
     header = pathlib.Path(torch_ref.__file__).parent / "include" / "c10" / "core" / "DispatchKey.h"
     assert re.search(r"^\s*Autocast = AutocastCUDA,", header.read_text(), re.MULTILINE)
+    assert not torch_ref._C._dispatch_is_alias_key(torch_ref._C.DispatchKey.AutocastCUDA)  # a synonym, not an alias key
     assert lab.DispatchKey.Autocast is lab.DispatchKey.AutocastCUDA
 
 
@@ -196,6 +197,15 @@ def test_alias_expansions(torch_ref):
         "CompositeExplicitAutograd": 69,
         "CompositeExplicitAutogradNonFunctional": 47,
     }
+
+    def included(name: str, alias: str) -> bool:
+        return C._dispatch_is_included_in_alias(torch_key(torch_ref, name), torch_key(torch_ref, alias))
+
+    # CEA: backend keys of every kind, but no nested-tensor or autograd key; CIA adds both
+    for name in ("CPU", "QuantizedCPU", "SparseCPU", "SparseCsrCPU", "MkldnnCPU"):
+        assert included(name, "CompositeExplicitAutograd") and included(name, "CompositeImplicitAutograd")
+    for name in ("NestedTensorCPU", "AutogradCPU", "AutogradOther", "AutogradNestedTensor"):
+        assert not included(name, "CompositeExplicitAutograd") and included(name, "CompositeImplicitAutograd")
 
 
 def _torch_table(torch_ref, registrations):

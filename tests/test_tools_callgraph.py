@@ -34,9 +34,9 @@ def test_text_tree_puts_key_sets_on_edges():
     text = _graph().text()
     lines = text.splitlines()
     assert lines[0].startswith("torch::autograd::THPVariable_add  (build/torch/python_torch_functions.py:")
-    assert any("└── [DispatchKeySet(CPU, AutogradCPU) -> AutogradCPU] torch::autograd::VariableType::add_Tensor" in line
+    assert any("└── [DispatchKeySet(CPU, AutogradCPU) -> AutogradCPU] torch::autograd::VariableType::(anonymous namespace)::add_Tensor" in line
                for line in lines)  # fmt: skip
-    assert any("└── [DispatchKeySet(CPU) -> CPU] at::wrapper_CPU_add_Tensor" in line for line in lines)
+    assert any("└── [DispatchKeySet(CPU) -> CPU] at::(anonymous namespace)::wrapper_CPU_add_Tensor" in line for line in lines)
     assert lines[-1].strip().startswith("└── at::native::structured_ufunc_add_CPU::impl")
     assert text == _graph().text() == repr(_graph())
 

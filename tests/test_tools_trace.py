@@ -15,9 +15,9 @@ from labsupport.tools.frame_names import classify
 ADD_PATH = [
     "torch::autograd::THPVariable_add",
     "at::_ops::add_Tensor::call",
-    "torch::autograd::VariableType::add_Tensor",
+    "torch::autograd::VariableType::(anonymous namespace)::add_Tensor",
     "at::_ops::add_Tensor::redispatch",
-    "at::wrapper_CPU_add_Tensor",
+    "at::(anonymous namespace)::wrapper_CPU_add_Tensor",
     "at::native::structured_ufunc_add_CPU::impl",
 ]
 
@@ -47,14 +47,14 @@ def test_add_walks_the_layers_of_exercise_0_in_order():
     layers = {f.torch_name: f.layer for f in rec.frames}
     assert layers["torch::autograd::THPVariable_add"] == "binding"
     assert layers["at::_ops::add_Tensor::call"] == "op_handle"
-    assert layers["torch::autograd::VariableType::add_Tensor"] == "autograd"
-    assert layers["at::wrapper_CPU_add_Tensor"] == "kernel"
+    assert layers["torch::autograd::VariableType::(anonymous namespace)::add_Tensor"] == "autograd"
+    assert layers["at::(anonymous namespace)::wrapper_CPU_add_Tensor"] == "kernel"
     assert layers["at::meta::structured_add_Tensor::meta"] == "meta"
     assert layers["at::native::structured_ufunc_add_CPU::impl"] == "native"
     impl = rec.find("at::native::structured_ufunc_add_CPU::impl")
     assert impl.file == "labsupport/aten/native/binary_ops.py"
     assert impl.name == "structured_ufunc_add_CPU.impl"
-    assert rec.find("at::wrapper_CPU_add_Tensor").file == "build/torch/register_cpu.py"
+    assert rec.find("at::(anonymous namespace)::wrapper_CPU_add_Tensor").file == "build/torch/register_cpu.py"
 
 
 def test_dispatcher_frames_carry_the_key_sets():
@@ -75,25 +75,25 @@ def test_dispatcher_frames_carry_the_key_sets():
     assert redispatch.kernel == "wrapper_CPU_add_Tensor" and redispatch.label == "kernel"
     assert set(redispatch.parts) == {"from_caller"}
     # the handle calls the dispatcher, which calls the kernel it chose
-    assert rec.find("torch::autograd::VariableType::add_Tensor").parent is call
-    assert rec.find("at::wrapper_CPU_add_Tensor").parent is redispatch
+    assert rec.find("torch::autograd::VariableType::(anonymous namespace)::add_Tensor").parent is call
+    assert rec.find("at::(anonymous namespace)::wrapper_CPU_add_Tensor").parent is redispatch
 
 
 def test_grad_fn_is_recorded_on_the_autograd_frame():
-    assert _add_trace(requires_grad=False).find("torch::autograd::VariableType::add_Tensor").grad_fn is None
+    assert _add_trace(requires_grad=False).find("torch::autograd::VariableType::(anonymous namespace)::add_Tensor").grad_fn is None
     rec = _add_trace(requires_grad=True)
-    assert rec.find("torch::autograd::VariableType::add_Tensor").grad_fn == "AddBackward0"
+    assert rec.find("torch::autograd::VariableType::(anonymous namespace)::add_Tensor").grad_fn == "AddBackward0"
 
 
 def test_backtrace_reads_like_gdb():
     rec = _add_trace()
     bt = rec.backtrace().splitlines()
     assert bt[0].startswith("#0  at::native::structured_ufunc_add_CPU::impl  (labsupport/aten/native/binary_ops.py:")
-    assert bt[1].startswith("#1  at::wrapper_CPU_add_Tensor  (build/torch/register_cpu.py:")
+    assert bt[1].startswith("#1  at::(anonymous namespace)::wrapper_CPU_add_Tensor  (build/torch/register_cpu.py:")
     assert any("c10::Dispatcher::call" in line and "ks=DispatchKeySet(CPU, AutogradCPU) -> AutogradCPU" in line
                for line in bt)  # fmt: skip
     assert bt[-1].split("  ")[1] == "torch::autograd::THPVariable_add"
-    assert rec.backtrace(at="at::wrapper_CPU_add_Tensor").startswith("#0  at::wrapper_CPU_add_Tensor")
+    assert rec.backtrace(at="at::(anonymous namespace)::wrapper_CPU_add_Tensor").startswith("#0  at::(anonymous namespace)::wrapper_CPU_add_Tensor")
     with pytest.raises(KeyError):
         rec.backtrace(at="no::such::frame")
 
@@ -120,7 +120,7 @@ def test_bypassing_the_dispatcher_leaves_no_dispatcher_frame():
     a = torch.tensor([1.0, 2.0])
     with lab.trace() as rec:
         torch._build.cpu_functions.add(a, a)
-    assert rec.torch_names()[:2] == ["at::cpu::add", "at::wrapper_CPU_add_Tensor"]
+    assert rec.torch_names()[:2] == ["at::cpu::add", "at::(anonymous namespace)::wrapper_CPU_add_Tensor"]
     assert not [f for f in rec.frames if f.layer == "dispatcher"]
 
 
@@ -152,7 +152,7 @@ def test_any_build_is_recognised():
 
     second = load_build(name="torch", dispatcher=lab.Dispatcher("second_build"))
     assert second.__name__ != torch._build.__name__
-    assert classify(f"{second.__name__}.register_cpu", "wrapper_CPU_add_Tensor") == ("kernel", "at::wrapper_CPU_add_Tensor")
+    assert classify(f"{second.__name__}.register_cpu", "wrapper_CPU_add_Tensor") == ("kernel", "at::(anonymous namespace)::wrapper_CPU_add_Tensor")
     assert classify("some_module.register_cpu", "wrapper_CPU_add_Tensor") is None  # not a build
     a = torch.tensor([1.0, 2.0])
     with lab.trace() as rec:
@@ -219,3 +219,27 @@ def test_pass_through_fallbacks_are_named_per_key():
     assert rec.find("ident_cpu").layer == "kernel"
     assert rec.find("c10::impl::BoxedKernelWrapper::call").layer == "boxing"
     lib.close()
+
+
+def test_generated_kernels_keep_pytorchs_anonymous_namespaces():
+    """PyTorch 2.13's wheel (symbol table, gdb) names the generated kernels inside anonymous namespaces:
+    one around a structured kernel's wrapper and its classes, two around any other wrapper."""
+    build = torch._build.__name__
+    assert classify(f"{build}.register_cpu", "wrapper_CPU_add_Tensor").torch_name == (
+        "at::(anonymous namespace)::wrapper_CPU_add_Tensor"
+    )
+    assert classify(f"{build}.register_cpu", "structured_ufunc_add_CPU_functional.set_output_raw_strided").torch_name == (
+        "at::(anonymous namespace)::structured_ufunc_add_CPU_functional::set_output_raw_strided"
+    )
+    for module, wrapper in (("register_cpu", "wrapper_CPU__zero_"), ("register_meta", "wrapper_Meta_memory_format_empty"),
+                            ("register_composite_explicit_autograd", "wrapper_CompositeExplicitAutograd__zeros")):  # fmt: skip
+        assert classify(f"{build}.{module}", wrapper).torch_name == (
+            f"at::(anonymous namespace)::(anonymous namespace)::{wrapper}"
+        )
+    assert classify(f"{build}.variable_type", "mul_Tensor").torch_name == (
+        "torch::autograd::VariableType::(anonymous namespace)::mul_Tensor"
+    )
+    assert classify(f"{build}.ad_inplace_or_view_type", "add__Tensor").torch_name == (
+        "torch::ADInplaceOrView::(anonymous namespace)::add__Tensor"
+    )
+    assert classify(f"{build}.ad_inplace_or_view_type", "copy_").torch_name == "torch::ADInplaceOrView::copy_"

@@ -4,7 +4,13 @@ A frame is named by its module and its ``co_qualname``. Generated modules are re
 last part of their module name under any build package (``lab_build_torch_0.register_cpu`` and
 ``lab_build_after_3.register_cpu`` follow the same rules), hand-written ones by their module path.
 The first rule whose regular expression matches the whole qualname wins; its template, filled with
-the named groups, is the C++ name gdb would print for the matching frame of ``torch.add``.
+the named groups, is the C++ name gdb would print for the matching frame of ``torch.add``. Generated
+kernels keep the anonymous namespaces PyTorch 2.13 puts them in (checked against the wheel's symbol
+table): a structured kernel's wrapper is ``at::(anonymous namespace)::wrapper_CPU_add_Tensor``, an
+unstructured or composite one sits one namespace deeper
+(``at::(anonymous namespace)::(anonymous namespace)::wrapper_CPU__zero_``), and the autograd and
+ADInplaceOrView kernels are ``torch::autograd::VariableType::(anonymous namespace)::add_Tensor`` and
+``torch::ADInplaceOrView::(anonymous namespace)::add__Tensor``.
 
 Layers (the ``layer`` field of trace frames):
 
@@ -13,9 +19,9 @@ binding             Python bindings: ``torch::autograd::THPVariable_add``
 api                 the C++ API: ``at::add``, ``at::Tensor::add``, ``at::cpu::add``
 op_handle           operator handles: ``at::_ops::add_Tensor::call`` / ``::redispatch``
 dispatcher          ``c10::Dispatcher::call`` / ``redispatch`` / ``callBoxed``
-autograd            autograd kernels: ``torch::autograd::VariableType::add_Tensor``
-ad_inplace_or_view  ``torch::ADInplaceOrView::add__Tensor``
-kernel              backend kernels: ``at::wrapper_CPU_add_Tensor``, BackendSelect, Composite
+autograd            autograd kernels: ``torch::autograd::VariableType::(anonymous namespace)::add_Tensor``
+ad_inplace_or_view  ``torch::ADInplaceOrView::(anonymous namespace)::add__Tensor``
+kernel              backend kernels: ``at::(anonymous namespace)::wrapper_CPU_add_Tensor``, BackendSelect, Composite
 meta                structured ``meta()`` functions and the TensorIterator set-up they run
 native              ``at::native::`` kernels, structured ``impl()``
 boxing              boxed <-> unboxed adapters (``c10::impl::BoxedKernelWrapper``)
@@ -52,6 +58,7 @@ class FrameName(NamedTuple):
 # (qualname pattern, layer, PyTorch frame name template)
 Rule = tuple[str, str, str]
 TOP = r"(?P<f>[a-z]\w*)"  # a public module-level function
+ANON = "(anonymous namespace)::"
 
 # Generated modules, keyed by the last part of their module name.
 GENERATED_RULES: dict[str, tuple[Rule, ...]] = {
@@ -69,23 +76,27 @@ GENERATED_RULES: dict[str, tuple[Rule, ...]] = {
     "tensor_body": ((r"TensorBody\.(?P<f>\w+)", "api", "at::Tensor::{f}"),),
     "cpu_functions": ((TOP, "api", "at::cpu::{f}"),),
     "_ops": ((r"(?P<op>\w+)\.(?P<m>call|redispatch)", "op_handle", "at::_ops::{op}::{m}"),),
-    "variable_type": ((TOP, "autograd", "torch::autograd::VariableType::{f}"),),
-    "ad_inplace_or_view_type": ((TOP, "ad_inplace_or_view", "torch::ADInplaceOrView::{f}"),),
+    "variable_type": ((TOP, "autograd", "torch::autograd::VariableType::" + ANON + "{f}"),),
+    "ad_inplace_or_view_type": (
+        # copy_ is hand-written (VariableTypeManual.cpp) and not in an anonymous namespace
+        (r"copy_", "ad_inplace_or_view", "torch::ADInplaceOrView::copy_"),
+        (TOP, "ad_inplace_or_view", "torch::ADInplaceOrView::" + ANON + "{f}"),
+    ),
     "register_cpu": (
-        (r"(?P<f>wrapper_\w+)", "kernel", "at::{f}"),
-        (r"(?P<c>structured_\w+)\.(?P<m>set_output_raw_strided)", "meta", "at::{c}::{m}"),
+        (r"(?P<f>wrapper_\w+)", "kernel", "at::{anon}{f}"),
+        (r"(?P<c>structured_\w+)\.(?P<m>set_output_raw_strided)", "meta", "at::" + ANON + "{c}::{m}"),
     ),
     "register_cuda": (
-        (r"(?P<f>wrapper_\w+)", "kernel", "at::{f}"),
-        (r"(?P<c>structured_\w+)\.(?P<m>set_output_raw_strided)", "meta", "at::{c}::{m}"),
+        (r"(?P<f>wrapper_\w+)", "kernel", "at::{anon}{f}"),
+        (r"(?P<c>structured_\w+)\.(?P<m>set_output_raw_strided)", "meta", "at::" + ANON + "{c}::{m}"),
     ),
     "register_meta": (
-        (r"(?P<f>wrapper_\w+)", "kernel", "at::{f}"),
-        (r"(?P<c>structured_\w+)\.(?P<m>set_output_raw_strided)", "meta", "at::{c}::{m}"),
+        (r"(?P<f>wrapper_\w+)", "kernel", "at::{anon}{f}"),
+        (r"(?P<c>structured_\w+)\.(?P<m>set_output_raw_strided)", "meta", "at::" + ANON + "{c}::{m}"),
     ),
-    "register_composite_explicit_autograd": ((r"(?P<f>wrapper_\w+)", "kernel", "at::{f}"),),
+    "register_composite_explicit_autograd": ((r"(?P<f>wrapper_\w+)", "kernel", "at::{anon}{f}"),),
     # The BackendSelect kernels share their names with the at:: API, so keep C++'s namespace.
-    "register_backend_select": ((TOP, "kernel", "at::(anonymous namespace)::{f}"),),
+    "register_backend_select": ((TOP, "kernel", "at::" + ANON + "{f}"),),
     "autograd_functions": ((r"(?P<c>\w+)\.apply", "autograd_node", "torch::autograd::generated::{c}::apply"),),
 }
 
@@ -159,14 +170,27 @@ def _rules(key: str, rules: tuple[Rule, ...]) -> tuple[tuple[re.Pattern[str], st
     return compiled
 
 
-def _match(key: str, rules: tuple[Rule, ...], qualname: str) -> FrameName | bool | None:
+def _wrapper_namespaces(module: str, name: str) -> str:
+    """The anonymous namespaces around a generated kernel wrapper in PyTorch 2.13's Register*.cpp:
+    one for a structured kernel's wrapper (it builds a ``structured_*`` class), two for any other."""
+    fn = getattr(sys.modules.get(module), name, None)
+    code = getattr(fn, "__code__", None)
+    if code is not None and any(n.startswith("structured_") for n in code.co_names):
+        return ANON
+    return ANON + ANON
+
+
+def _match(key: str, rules: tuple[Rule, ...], qualname: str, module: str = "") -> FrameName | bool | None:
     """The first matching rule's name; ``False`` when a rule says "skip"; ``None`` when none match."""
     for pattern, layer, template in _rules(key, rules):
         m = pattern.fullmatch(qualname)
         if m:
             if not layer:
                 return False
-            return FrameName(layer, template.format(**m.groupdict()))
+            fields = m.groupdict()
+            if "{anon}" in template:
+                fields["anon"] = _wrapper_namespaces(module, qualname)
+            return FrameName(layer, template.format(**fields))
     return None
 
 
@@ -184,7 +208,7 @@ def classify(module: str, qualname: str) -> FrameName | None:
     kind = generated_module_kind(module)
     found: FrameName | bool | None = None
     if kind is not None:
-        found = _match(kind, GENERATED_RULES[kind], qualname)
+        found = _match(kind, GENERATED_RULES[kind], qualname, module)
     else:
         for key, rules in LAB_RULES.items():
             if module == key or (key.endswith(".") and module.startswith(key)):

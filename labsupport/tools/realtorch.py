@@ -77,17 +77,18 @@ class NativeFrame:
 
     @property
     def name(self) -> str:
-        """``at::wrapper_CPU_add_Tensor``: without ``(anonymous namespace)::``, template arguments or ``@plt``."""
-        name = self.function.replace("(anonymous namespace)::", "")
+        """``at::(anonymous namespace)::wrapper_CPU_add_Tensor``: the function without template arguments or
+        ``@plt``. Anonymous namespaces stay, as in the lab's trace names."""
+        protected = self.function.replace("(anonymous namespace)", "\0")
         depth, out = 0, []
-        for ch in name:
+        for ch in protected:
             if ch == "<":
                 depth += 1
             elif ch == ">":
                 depth -= 1
             elif depth == 0:
                 out.append(ch)
-        return "".join(out).removesuffix("@plt")
+        return "".join(out).replace("\0", "(anonymous namespace)").removesuffix("@plt")
 
     @property
     def is_pytorch(self) -> bool:
