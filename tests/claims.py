@@ -18,6 +18,9 @@ rendered notebook.
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import textwrap
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -38,3 +41,14 @@ def claim(claim_id: str) -> Callable[[F], F]:
         return fn
 
     return mark
+
+
+def warnings_in_fresh_python(code: str) -> str:
+    """The text of every warning ``code`` raises, run in a new interpreter.
+
+    Many PyTorch warnings are ``TORCH_WARN_ONCE``: once per process, so an earlier test in the same
+    pytest worker may already have used them up. A claim about such a warning asks a fresh process."""
+    script = "import warnings\nwarnings.simplefilter('always')\nwith warnings.catch_warnings(record=True) as _caught:\n"
+    script += textwrap.indent(textwrap.dedent(code), "    ")
+    script += "\nprint('\\n'.join(str(w.message) for w in _caught))\n"
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
