@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from labsupport.aten import dtype as dtypes
-from labsupport.aten.cast import cast_array
+from labsupport.aten.cast import cast_to
 from labsupport.aten.dtype import dtype as DType
 
 __all__ = [
@@ -658,7 +658,7 @@ def tensor_data_to_numpy(
     if isinstance(data, (np.ndarray, np.generic)):
         source_dtype = dtypes.from_numpy_dtype(data.dtype)
         target = dtype if dtype is not None else source_dtype
-        array = cast_array(np.asarray(data), target.np)
+        array = cast_to(np.asarray(data), target)
         return (array.copy() if array is data or not isinstance(data, np.ndarray) else array), target
 
     target = dtype if dtype is not None else _infer_scalar_type(data)
@@ -671,5 +671,5 @@ def tensor_data_to_numpy(
         converted = [_convert_leaf(v, target) for v in leaves]
     # Floats are converted from double the way c10 does it (double -> float16 goes through float).
     staging = np.float64 if target.is_floating_point else target.np
-    array = cast_array(np.array(converted, dtype=staging), target.np).reshape(sizes)
+    array = cast_to(np.array(converted, dtype=staging), target).reshape(sizes)
     return array, target

@@ -15,7 +15,9 @@ Rounding, as in PyTorch on CPU:
   differ from torch's FMA in the last bit), and torch's float16 *scalar* loop (small tensors, loop
   tails) rounds ``alpha * b`` to half before adding, so for an alpha that is not a power of two torch
   itself gives position-dependent results that can differ from the lab's by one half-precision step;
-* integer arithmetic wraps around on overflow.
+* integer arithmetic wraps around on overflow;
+* bfloat16 (stored as float32, see labsupport/aten/dtype.py) is computed in float32 and the result
+  rounded once to bfloat16, as PyTorch's reduced-precision loops do (float32 "opmath").
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 from labsupport.aten import _numpy_errors  # noqa: F401  (installs the warnings filter)
 from labsupport.aten import dtype as dtypes
 from labsupport.aten.cast import cast_array
+from labsupport.aten.dtype import round_to_bfloat16
 from labsupport.aten.meta.binary_ops import (
     structured_add_Tensor,
     structured_mul_Tensor,
@@ -51,6 +54,7 @@ _float32 = np.dtype(np.float32)
 _float64 = np.dtype(np.float64)
 # The type the arithmetic of an alpha-add is carried out in (see the module docstring).
 _ALPHA_OPMATH = {_float16: _float32, _float64: _float64}
+_bfloat16 = dtypes.bfloat16
 
 
 def _simple_casts(common: DType, out: TensorBase) -> bool:
@@ -150,6 +154,8 @@ class structured_ufunc_add_CPU(structured_add_Tensor):
             _np_add(self_._data, other._data, out._data)  # the hot path, inlined
         else:
             add_kernel(common, self_, other, alpha, out)
+        if out._dtype is _bfloat16:
+            round_to_bfloat16(out._data)  # computed in float32: round once to bfloat16
 
 
 class structured_ufunc_add_CUDA(structured_ufunc_add_CPU):
@@ -168,6 +174,8 @@ class structured_sub_out(structured_sub_Tensor):
             _binary_ufunc(np.subtract, self.common_dtype, self_, other, out)
         else:
             add_kernel(self.common_dtype, self_, other, -alpha, out)
+        if out._dtype is _bfloat16:
+            round_to_bfloat16(out._data)
 
 
 class structured_mul_out(structured_mul_Tensor):
@@ -181,3 +189,5 @@ class structured_mul_out(structured_mul_Tensor):
             _np_multiply(self_._data, other._data, out._data)  # the hot path, inlined
         else:
             mul_kernel(common, self_, other, out)
+        if out._dtype is _bfloat16:
+            round_to_bfloat16(out._data)
