@@ -97,11 +97,12 @@ float = float32
 double = float64
 long = int64
 
-all_dtypes: tuple[dtype, ...] = (bool, uint8, int32, int64, float16, bfloat16, float32, float64)
+# The dtypes numpy holds natively. bfloat16 is kept apart: its numpy storage type is float32's, so
+# it cannot round-trip through numpy (``tensor.numpy()`` of a bfloat16 tensor raises, as in torch).
+all_dtypes: tuple[dtype, ...] = (bool, uint8, int32, int64, float16, float32, float64)
 
-_by_name = {d.name: d for d in all_dtypes}
-# numpy has no bfloat16: a float32 array is always float32 (bfloat16 shares its storage type).
-_by_numpy = {d.np: d for d in all_dtypes if d is not bfloat16}
+_by_name = {d.name: d for d in (*all_dtypes, bfloat16)}
+_by_numpy = {d.np: d for d in all_dtypes}
 
 
 def round_to_bfloat16(data: np.ndarray) -> np.ndarray:
@@ -132,7 +133,7 @@ def from_numpy_dtype(np_dtype: np.dtype | type) -> dtype:
         raise TypeError(
             f"can't convert np.ndarray of type numpy.{np.dtype(np_dtype).name}. "
             "The only supported types are: "
-            + ", ".join(f"{d.np.name}" for d in all_dtypes if d is not bfloat16) + "."
+            + ", ".join(f"{d.np.name}" for d in all_dtypes) + "."
         ) from None
 
 

@@ -478,6 +478,9 @@ class TensorBase:
                 f"can't convert {self._device} device type tensor to numpy. "
                 "Use Tensor.cpu() to copy the tensor to host memory first."
             )
+        if self._dtype is dtypes.bfloat16:
+            # numpy has no bfloat16 (the lab's float32 storage is an implementation detail)
+            raise TypeError("Got unsupported ScalarType BFloat16")
         return self._data
 
     def item(self) -> bool | int | float:
