@@ -46,6 +46,11 @@ class structured_mm_out_cpu(structured_mm):
                 f"{self_._dtype.typemeta_name} != {mat2._dtype.typemeta_name}"
             )
         dtype = self_._dtype
+        if out._data.size == 0:
+            return  # nothing to compute (checked before the dtype dispatch, as in addmm_impl_cpu_)
+        if self_._sizes[1] == 0:
+            out._data.fill(0)  # [n, 0] x [0, m]: a sum of nothing
+            return
         if dtype is dtypes.bool:
             raise NotImplementedError("\"addmm_impl_cpu_\" not implemented for 'Bool'")
         if dtype is dtypes.float16 or dtype is dtypes.bfloat16:
