@@ -40,13 +40,13 @@ def test_mm_values_shapes_and_method():
 
 def test_mm_errors():
     a = lt.randn(2, 3)
-    with pytest.raises(RuntimeError, match="^self must be a matrix$"):
+    with pytest.raises(RuntimeError, match=r"^self must be a matrix$"):
         lt.mm(lt.randn(3), a)
-    with pytest.raises(RuntimeError, match="^mat2 must be a matrix$"):
+    with pytest.raises(RuntimeError, match=r"^mat2 must be a matrix$"):
         lt.mm(a, lt.randn(3))
     with pytest.raises(RuntimeError, match=r"^mat1 and mat2 shapes cannot be multiplied \(2x3 and 2x3\)$"):
         lt.mm(a, a)
-    with pytest.raises(RuntimeError, match="^expected m1 and m2 to have the same dtype, but got: float != double$"):
+    with pytest.raises(RuntimeError, match=r"^expected m1 and m2 to have the same dtype, but got: float != double$"):
         lt.mm(a, lt.randn(3, 2).to(lt.float64))
     with pytest.raises(NotImplementedError, match="\"addmm_impl_cpu_\" not implemented for 'Bool'"):
         lt.mm(lt.tensor([[True]]), lt.tensor([[False]]))
