@@ -73,8 +73,9 @@ def main() -> None:
         add_ratio = results[f"{label} torch.add, autocast on"] / results[f"{label} torch.add, autocast off"]
         mm_ratio = results[f"{label} torch.mm, autocast on (two casts)"] / results[f"{label} torch.mm, autocast off"]
         print(f"{label:<8} autocast on/off: torch.add {add_ratio:5.2f}x   torch.mm {mm_ratio:5.2f}x")
+    m, n = lab_torch.randn(4, 4), lab_torch.randn(4, 4)
     with lab.profiler.profile() as prof, lab_torch.autocast("cpu"):
-        lab_torch.mm(lab_torch.randn(4, 4), lab_torch.randn(4, 4))
+        lab_torch.mm(m, n)
     print("\nlab operators per torch.mm under autocast:", prof.counts())
 
 
