@@ -472,3 +472,29 @@ def test_policy_lists_match_pytorchs_dispatch_tables(torch_ref):
             assert ("[kernel]" in mine_row) == real_kernel, (op, key, real_row, mine_row)
             if real_kernel:
                 assert mine_row.split("autocast_mode.cpp:")[1] == real_row.split("autocast_mode.cpp:")[1]
+
+
+def _stale_cache_program(m):
+    """A nested autocast with another dtype fills the weight cache; the cache outlives the nested exit
+    and is keyed by the tensor only, so the outer (bfloat16) mm gets the float16 weight back."""
+    w = m.tensor([[1.0, 0.0], [0.0, 1.0]], requires_grad=True)
+    x = m.tensor([[1.0, 2.0], [3.0, 4.0]])
+    with m.autocast("cpu"):
+        with m.autocast("cpu", dtype=m.float16):
+            inner = str(m.mm(x, w).dtype)
+        try:
+            m.mm(x, w)
+            outer = "no error"
+        except RuntimeError as e:
+            outer = str(e)
+    return inner, outer
+
+
+def test_the_weight_cache_ignores_the_dtype_it_was_cast_to():
+    assert _stale_cache_program(lt) == (
+        "torch.float16", "expected m1 and m2 to have the same dtype, but got: c10::BFloat16 != c10::Half"
+    )
+
+
+def test_the_stale_cache_surprise_agrees(torch_ref):
+    assert _stale_cache_program(lt) == _stale_cache_program(torch_ref)

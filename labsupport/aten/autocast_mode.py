@@ -158,11 +158,18 @@ def is_eligible(arg: Any, device_type: str) -> bool:
     return arg._device.type == device_type and dt.is_floating_point and dt is not dtypes.float64
 
 
-def cached_cast(to_type: DType, arg: Any, device_type: str, to: Callable[[Any, DType], Any]) -> Any:
+def _tensor_to(arg: Any, to_type: DType) -> Any:
+    return arg.to(to_type)
+
+
+def cached_cast(
+    to_type: DType, arg: Any, device_type: str, to: Callable[[Any, DType], Any] = _tensor_to
+) -> Any:
     """``at::autocast::cached_cast``: ``arg`` cast to ``to_type`` if eligible, else ``arg`` itself.
 
     ``to`` is the build's ``at::Tensor::to`` (a full dispatch of ``aten::to.dtype``, so autograd
-    records ``ToCopyBackward0``). The cast of a float32 leaf that requires grad (a weight) is cached
+    records ``ToCopyBackward0``); by default, the tensor's own ``.to`` method, which is what a
+    kernel written in a notebook uses. The cast of a float32 leaf that requires grad (a weight) is cached
     until the outermost autocast exits, unless the cache is disabled or inference mode is on. The lab
     has no views, so ``!arg.is_view()`` always holds.
     """

@@ -155,13 +155,12 @@ class structured_ufunc_add_CPU(structured_add_Tensor):
     __slots__ = ()
 
     def impl(self, self_: TensorBase, other: TensorBase, alpha: object, out: TensorBase) -> None:
-        common = self.common_dtype
-        if alpha == 1 and self_._dtype is common and other._dtype is common and out._dtype is common:
+        if alpha == 1 and self.direct:
             _np_add(self_._data, other._data, out._data)  # the hot path, inlined
         else:
-            add_kernel(common, self_, other, alpha, out)
-        if out._dtype is _bfloat16:
-            round_to_bfloat16(out._data)  # computed in float32: round once to bfloat16
+            add_kernel(self.common_dtype, self_, other, alpha, out)
+            if out._dtype is _bfloat16:
+                round_to_bfloat16(out._data)  # computed in float32: round once to bfloat16
 
 
 class structured_ufunc_add_CUDA(structured_ufunc_add_CPU):
@@ -190,10 +189,9 @@ class structured_mul_out(structured_mul_Tensor):
     __slots__ = ()
 
     def impl(self, self_: TensorBase, other: TensorBase, out: TensorBase) -> None:
-        common = self.common_dtype
-        if self_._dtype is common and other._dtype is common and out._dtype is common:
+        if self.direct:
             _np_multiply(self_._data, other._data, out._data)  # the hot path, inlined
         else:
-            mul_kernel(common, self_, other, out)
-        if out._dtype is _bfloat16:
-            round_to_bfloat16(out._data)
+            mul_kernel(self.common_dtype, self_, other, out)
+            if out._dtype is _bfloat16:
+                round_to_bfloat16(out._data)
