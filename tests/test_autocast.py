@@ -498,3 +498,19 @@ def test_the_weight_cache_ignores_the_dtype_it_was_cast_to():
 
 def test_the_stale_cache_surprise_agrees(torch_ref):
     assert _stale_cache_program(lt) == _stale_cache_program(torch_ref)
+
+
+def test_key_set_views_show_autocast_switched_on():
+    """The key-set view of the first dispatch: AutocastCPU comes from the tensor, nothing removes it."""
+    from labsupport.tools.keyset_view import keyset_text
+
+    a = lt.randn(2, 2)
+    for enabled in (False, True):
+        with lab.trace() as rec:
+            with lt.autocast("cpu", enabled=enabled):
+                lt.mm(a, a)
+        first = next(f for f in rec.frames if f.layer == "dispatcher")
+        assert (lab.DispatchKey.AutocastCPU in first.parts["tls_exclude"]) is not enabled
+        assert (lab.DispatchKey.AutocastCPU in first.key_set) is enabled
+        text = keyset_text(int(first.key_set), parts=first.parts)
+        assert text.startswith("DispatchKeySet(CPU, AutogradCPU, AutocastCPU)" if enabled else "DispatchKeySet(CPU, AutogradCPU)")
