@@ -199,3 +199,15 @@ def test_kernels_agree(torch_ref, seed):
             assert str(mine.dtype) == str(real.dtype), case
             # the same float32 math rounded once: equal, up to one bfloat16 step for transcendental/sums
             np.testing.assert_allclose(_f64(mine), real.double().numpy(), rtol=8e-3, atol=1e-6, err_msg=case)
+
+
+def test_the_binary_fast_path_is_never_taken_for_bfloat16():
+    """TensorIterator's cached set-up says when a kernel may apply its ufunc to the arrays as they are
+    (``direct``); bfloat16 results need rounding, so never for them."""
+    from labsupport.aten.tensor_iterator import _setup_binary
+
+    f32, bf16 = lt.ones(2), lt.ones(2, dtype=lt.bfloat16)
+    assert _setup_binary(None, f32, f32)[-1] is True
+    assert _setup_binary(None, bf16, bf16)[-1] is False
+    assert _setup_binary(None, f32, lt.ones(2, dtype=lt.float64))[-1] is False
+    assert lt.add(bf16, bf16.mul(2**-9)).tolist() == [1.0, 1.0]  # 1 + 2**-9 rounds back to 1 in bfloat16
