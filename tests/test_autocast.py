@@ -242,11 +242,15 @@ def test_cached_cast_returns_the_argument_when_not_eligible():
 
 
 def test_promote_type():
-    f16, bf16, f32 = lt.randn(1).to(lt.float16), lt.randn(1).to(lt.bfloat16), lt.randn(1)
-    assert autocast_mode.promote_type(lt.float16, "cpu", f16, f16) is lt.float16
-    assert autocast_mode.promote_type(lt.float16, "cpu", f16, f32) is lt.float32
-    assert autocast_mode.promote_type(lt.float16, "cpu", bf16) is lt.float32
-    assert autocast_mode.promote_type(lt.float16, "cpu", lt.tensor([1])) is lt.float16
+    """at::autocast::prioritize: float32 wins, float64 is ignored, two lower-precision stay."""
+    bf16, f32, f64 = lt.randn(1).to(lt.bfloat16), lt.randn(1), lt.randn(1).to(lt.float64)
+    f16 = lt.randn(1).to(lt.float16)
+    assert autocast_mode.promote_type(lt.bfloat16, "cpu", bf16, bf16) is lt.bfloat16
+    assert autocast_mode.promote_type(lt.bfloat16, "cpu", bf16, f32) is lt.float32
+    assert autocast_mode.promote_type(lt.bfloat16, "cpu", bf16, f64) is lt.bfloat16
+    assert autocast_mode.promote_type(lt.bfloat16, "cpu", lt.tensor([1]), 2.0) is lt.bfloat16
+    with pytest.raises(RuntimeError, match="Unexpected floating ScalarType in at::autocast::prioritize"):
+        autocast_mode.promote_type(lt.bfloat16, "cpu", f16)
 
 
 def test_backward_through_the_casts():

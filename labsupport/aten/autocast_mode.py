@@ -194,14 +194,24 @@ def cached_cast(
 
 
 def promote_type(current: DType, device_type: str, *args: Any) -> DType:
-    """``at::autocast::promote_type``: the widest floating dtype among the eligible tensor arguments,
-    starting from the lower-precision guess (the ``promote`` policy)."""
+    """``at::autocast::promote_type`` (the ``promote`` policy): start from the lower-precision guess and
+    let each floating tensor of the device vote through ``prioritize``: float64 tensors are ignored,
+    any float32 makes it float32, lower-precision with lower-precision stays; another mix is an error."""
+    lower = _state.dtype[device_type]
     for arg in args:
-        if hasattr(arg, "_dtype") and is_eligible(arg, device_type):
-            if current is dtypes.float64 or arg._dtype is dtypes.float64:
-                current = dtypes.float64
-            elif current is not arg._dtype:
-                current = dtypes.float32
+        if not hasattr(arg, "_dtype") or arg._device.type != device_type or not arg._dtype.is_floating_point:
+            continue
+        if current is dtypes.float64:
+            raise RuntimeError("promote type is double in at::autocast::prioritize")
+        nxt = arg._dtype
+        if nxt is dtypes.float64:
+            continue
+        if current is dtypes.float32 or nxt is dtypes.float32:
+            current = dtypes.float32
+        elif current is lower and nxt is lower:
+            current = lower
+        else:
+            raise RuntimeError("Unexpected floating ScalarType in at::autocast::prioritize")
     return current
 
 
