@@ -167,7 +167,13 @@ def test_cpu_policies():
 
 def test_cuda_policies_on_the_simulated_device():
     c, d = lt.randn(2, 3, device="cuda"), lt.randn(3, 4, device="cuda")
+    v = lt.randn(3, device="cuda")
     with lt.autocast("cuda"):
+        assert lt.mv(c, v).dtype is lt.float16  # lower_precision_fp
+        assert lt.dot(v, v).dtype is lt.float32  # promote: float32 is the widest input
+        assert lt.dot(v.to(lt.float16), v.to(lt.float16)).dtype is lt.float16
+        assert lt.dot(v.to(lt.float16), v).dtype is lt.float32  # promote casts the float16 one up
+        assert lt.matmul(v, v).dtype is lt.float16  # matmul casts first, then calls dot
         assert lt.mm(c, d).dtype is lt.float16
         assert lt.matmul(c, d).device.type == "cuda"
         assert c.to(lt.float16).sum().dtype is lt.float32  # fp32_set_opt_dtype
@@ -304,16 +310,19 @@ def test_mm_and_matmul_under_cpu_autocast_agree(torch_ref, seed):
             k2 = k
         d1, d2 = pyrng.choice(DTYPES), pyrng.choice(DTYPES)
         fast = pyrng.choice([None, "bfloat16", "float16"])
-        op = pyrng.choice(["mm", "matmul"])
-        la, ta = _pair(torch, rng, (n, k), d1)
-        lb, tb = _pair(torch, rng, (k2, m), d2)
+        op = pyrng.choice(["mm", "matmul", "matmul 1-D", "dot", "mv"])
+        shape1 = (k,) if op in ("dot",) or (op == "matmul 1-D" and pyrng.random() < 0.5) else (n, k)
+        shape2 = (k2,) if op in ("dot", "mv", "matmul 1-D") else (k2, m)
+        op = op.split()[0]
+        la, ta = _pair(torch, rng, shape1, d1)
+        lb, tb = _pair(torch, rng, shape2, d2)
         ldt = None if fast is None else getattr(lt, fast)
         tdt = None if fast is None else getattr(torch, fast)
         with lt.autocast("cpu", dtype=ldt):
             mine, my_err = _run(lambda: getattr(lt, op)(la, lb))
         with torch.autocast("cpu", dtype=tdt):
             real, real_err = _run(lambda: getattr(torch, op)(ta, tb))
-        case = f"{op} {d1}{(n, k)} x {d2}{(k2, m)} autocast dtype={fast}"
+        case = f"{op} {d1}{shape1} x {d2}{shape2} autocast dtype={fast}"
         if real_err is not None:
             assert my_err is not None, case
             assert type(my_err) is type(real_err), case
@@ -464,7 +473,7 @@ def test_weight_gradients_agree(torch_ref):
 def test_policy_lists_match_pytorchs_dispatch_tables(torch_ref):
     """Which lab ops have an Autocast kernel, per device, is what 2.13's tables say."""
     torch = torch_ref
-    ops = ["mm", "matmul", "sum", "sum.dim_IntList", "add.Tensor", "sub.Tensor", "mul.Tensor", "neg", "sin",
+    ops = ["mm", "matmul", "dot", "mv", "sum", "sum.dim_IntList", "add.Tensor", "sub.Tensor", "mul.Tensor", "neg", "sin",
            "cos", "_to_copy", "to.dtype", "copy_", "fill_.Scalar", "expand"]
     for op in ops:
         real = torch._C._dispatch_dump_table(f"aten::{op}")

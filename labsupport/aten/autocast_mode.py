@@ -13,8 +13,9 @@ the top (``at::mm``), so Autograd records the casts and the op on the cast input
 The cast policies (which list an op is on) are PyTorch 2.13's, checked against its dispatch tables:
 
 * CPU: ``mm``, ``matmul`` -> lower_precision_fp. Every other lab op falls through (``sum`` is not on
-  the CPU fp32 list; ``add`` is not on any list).
-* CUDA: ``mm``, ``matmul`` -> lower_precision_fp; ``sum``, ``sum.dim_IntList`` -> fp32_set_opt_dtype.
+  the CPU fp32 list; ``add`` is not on any list; ``dot`` and ``mv`` have no CPU policy).
+* CUDA: ``mm``, ``matmul``, ``mv`` -> lower_precision_fp; ``dot`` -> promote; ``sum``,
+  ``sum.dim_IntList`` -> fp32_set_opt_dtype.
 
 What the lab simplifies: PyTorch keeps the weight cache in one process-wide map behind a mutex and the
 rest of the state in C++ ``thread_local`` variables; the lab keeps the state in a ``threading.local``
@@ -318,6 +319,8 @@ CAST_POLICIES: tuple[tuple[str, str, str, int], ...] = (
     ("cpu", "matmul", "lower_precision_fp", 335),
     ("cuda", "mm", "lower_precision_fp", 181),
     ("cuda", "matmul", "lower_precision_fp", 181),
+    ("cuda", "mv", "lower_precision_fp", 181),
+    ("cuda", "dot", "promote", 181),
     ("cuda", "sum", "fp32_set_opt_dtype", 181),
     ("cuda", "sum.dim_IntList", "fp32_set_opt_dtype", 181),
 )

@@ -59,3 +59,14 @@ def mm_mat2_backward(grad: Any, self: Any) -> Any:
 def _to_copy_backward(grad: Any, self_options: Any) -> Any:
     """``_to_copy_backward``: the gradient goes back to the input's dtype (``grad.to(self_options)``)."""
     return grad.to(self_options.dtype)
+
+
+def mv_self_backward(grad: Any, vec: Any) -> Any:
+    """``grad.ger(vec)`` (PyTorch's formula for mv's matrix): the outer product (the lab has no ``ger``)."""
+    data = None if grad._data is None else np.multiply.outer(grad._data, vec._data).astype(grad._data.dtype)
+    return type(grad)._make(data, (grad._sizes[0], vec._sizes[0]), grad._dtype, grad._device)
+
+
+def mv_vec_backward(grad: Any, self: Any) -> Any:
+    """``self.t().mv(grad)`` (PyTorch's formula for mv's vector)."""
+    return _transposed(self).mv(grad)

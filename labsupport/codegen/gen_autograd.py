@@ -65,7 +65,8 @@ def gen_autograd_functions(reg: OpsRegistry, source: str) -> str:
     parts = [header("Backward nodes (grad_fn): one class per differentiable operator", "torch/csrc/autograd/generated/Functions.h / Functions.cpp", source)]
     parts.append(
         "from labsupport.autograd.formulas import (  # FunctionsManual.cpp\n"
-        "    _to_copy_backward, maybe_multiply, mm_mat1_backward, mm_mat2_backward, sum_backward, sum_to,\n"
+        "    _to_copy_backward, maybe_multiply, mm_mat1_backward, mm_mat2_backward, mv_self_backward, mv_vec_backward,\n"
+        "    sum_backward, sum_to,\n"
         ")\n"
         "from labsupport.autograd.node import Node\n"
     )

@@ -36,6 +36,9 @@ _EXPORTS = {
     "_to_copy": "tensor_conversions",
     # CompositeImplicitAutograd kernels (same calling convention)
     "matmul": "linear_algebra",
+    "mv": "linear_algebra",
+    "dot": "linear_algebra",
+    "dot_cuda": "linear_algebra",
     "to": "tensor_conversions",
     # structured linear algebra
     "structured_mm_out_cpu": "linear_algebra",
