@@ -158,9 +158,9 @@ def gen_variable_type(reg: OpsRegistry, source: str) -> str:
     parts = [header("Autograd kernels, registered to the Autograd alias key", "torch/csrc/autograd/generated/VariableType_*.cpp", source)]
     parts.append(
         "from . import _ops, autograd_functions, dispatcher\n"
+        "from labsupport.aten.tensor import TensorOptions\n"
         "from labsupport.autograd.grad_mode import is_grad_enabled\n"
         "from labsupport.autograd.node import NotImplemented, collect_next_edges, set_history\n"
-        "from labsupport.aten.tensor import TensorOptions\n"
         "from labsupport.autograd.saved_variable import SavedVariable\n"
         "from labsupport.autograd.variable_type_utils import check_inplace, rebase_history, saved_copy\n"
         "from labsupport.c10.dispatch_key_set import after_autograd_keyset\n"
