@@ -7,6 +7,7 @@ Sub-modules mirror PyTorch's layout:
 * ``tensor_meta``, ``tensor_iterator`` - MetaBase and TensorIteratorBase, the base of structured kernels
 * ``meta`` / ``native`` - at::meta (shape/dtype checks) and at::native (numpy kernels)
 * ``cast``, ``wrap_dim``, ``generator`` - c10 conversions, dim wrapping, the random generator
+* ``autocast_mode`` - the Autocast kernels, ``cached_cast`` and autocast's TLS (ATen/autocast_mode.cpp)
 * ``testing`` - run a structured kernel's functional/inplace/out variants by hand
 
 Import the sub-modules directly; this file stays empty on purpose.

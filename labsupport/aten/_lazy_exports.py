@@ -7,6 +7,7 @@ it, so importing either package stays cheap and free of import cycles between th
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable
 
 
@@ -17,6 +18,10 @@ def lazy_getattr(package: str, exports: dict[str, str]) -> Callable[[str], objec
         module = exports.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(f"{package}.{module}"), name)
+        value = getattr(importlib.import_module(f"{package}.{module}"), name)
+        # Remember it on the package, so the next lookup is a plain attribute read: composite kernels
+        # are looked up on at::native at every call.
+        setattr(sys.modules[package], name, value)
+        return value
 
     return lazy_attribute

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from labsupport.aten import dtype as dtypes
-from labsupport.aten.cast import cast_array
+from labsupport.aten.cast import cast_to
 from labsupport.aten.dtype import dtype as DType
 from labsupport.c10 import autograd_state as _autograd_state
 
@@ -486,6 +486,9 @@ class TensorBase:
                 f"can't convert {self._device} device type tensor to numpy. "
                 "Use Tensor.cpu() to copy the tensor to host memory first."
             )
+        if self._dtype is dtypes.bfloat16:
+            # numpy has no bfloat16 (the lab's float32 storage is an implementation detail)
+            raise TypeError("Got unsupported ScalarType BFloat16")
         return self._data
 
     def item(self) -> bool | int | float:
@@ -666,7 +669,7 @@ def tensor_data_to_numpy(
     if isinstance(data, (np.ndarray, np.generic)):
         source_dtype = dtypes.from_numpy_dtype(data.dtype)
         target = dtype if dtype is not None else source_dtype
-        array = cast_array(np.asarray(data), target.np)
+        array = cast_to(np.asarray(data), target)
         return (array.copy() if array is data or not isinstance(data, np.ndarray) else array), target
 
     target = dtype if dtype is not None else _infer_scalar_type(data)
@@ -679,5 +682,5 @@ def tensor_data_to_numpy(
         converted = [_convert_leaf(v, target) for v in leaves]
     # Floats are converted from double the way c10 does it (double -> float16 goes through float).
     staging = np.float64 if target.is_floating_point else target.np
-    array = cast_array(np.array(converted, dtype=staging), target.np).reshape(sizes)
+    array = cast_to(np.array(converted, dtype=staging), target).reshape(sizes)
     return array, target

@@ -33,8 +33,8 @@ __all__ = ["TensorIteratorBase", "infer_size", "clear_caches"]
 _CPU = tensor_device("cpu")
 _CACHE_LIMIT = 4096
 
-# key -> (shape, common_dtype, device, output TensorOptions)
-_binary_cache: dict[tuple, tuple[tuple[int, ...], DType, Device, TensorOptions]] = {}
+# key -> (shape, common_dtype, device, output TensorOptions[, direct])
+_binary_cache: dict[tuple, tuple[tuple[int, ...], DType, Device, TensorOptions, bool]] = {}
 _unary_cache: dict[tuple, tuple[tuple[int, ...], DType, Device, TensorOptions]] = {}
 _unary_float_cache: dict[tuple, tuple[tuple[int, ...], DType, Device, TensorOptions]] = {}
 
@@ -124,7 +124,13 @@ def _setup_binary(out: TensorBase | None, a: TensorBase, b: TensorBase) -> tuple
         out, (a, b), common_dtype, allow_cpu_scalars=True, enforce_safe_casting=True
     )
     options = TensorOptions(common_dtype, device) if out is None else TensorOptions(out._dtype, out._device)
-    return shape, common_dtype, device, options
+    # Lab-only: whether the kernel may hand the operands' arrays straight to a numpy ufunc (no operand
+    # to convert, and a dtype numpy holds natively: bfloat16 results need rounding).
+    direct = (
+        a._dtype is common_dtype and b._dtype is common_dtype and options.dtype is common_dtype
+        and common_dtype is not dtypes.bfloat16
+    )
+    return shape, common_dtype, device, options, direct
 
 
 def _setup_unary(out: TensorBase | None, a: TensorBase, promote_to_float: bool) -> tuple:
@@ -160,9 +166,12 @@ class TensorIteratorBase(MetaBase):
 
     After a ``build_*`` call: ``shape`` (the output sizes), ``common_dtype`` (the dtype the kernel
     computes in) and ``device`` are set, and ``set_output_raw_strided(0, ...)`` has been called.
+    A binary build also sets ``direct`` (lab-only, decided once per cached set-up): every operand
+    already has the common dtype and that dtype is native to numpy, so the kernel can apply its
+    ufunc to the arrays as they are.
     """
 
-    __slots__ = ("shape", "common_dtype", "device")
+    __slots__ = ("shape", "common_dtype", "device", "direct")
 
     def build_borrowing_binary_op(self, out: TensorBase | None, a: TensorBase, b: TensorBase) -> None:
         """Set up ``out = op(a, b)`` with broadcasting and type promotion; ``out`` is None for functional."""
@@ -176,7 +185,7 @@ class TensorIteratorBase(MetaBase):
         if entry is None:
             entry = _setup_binary(out, a, b)
             _remember(_binary_cache, key, entry)
-        self.shape, self.common_dtype, self.device, options = entry
+        self.shape, self.common_dtype, self.device, options, self.direct = entry
         self.set_output_raw_strided(0, self.shape, None, options, None)
 
     def build_borrowing_unary_op(self, out: TensorBase | None, a: TensorBase) -> None:

@@ -27,12 +27,16 @@ def promote_types(a: DType, b: DType) -> DType:
     """The smallest dtype both can be converted to without losing category (``torch.promote_types``).
 
     For the lab's dtypes this is simply: the higher category wins (bool < integral < floating);
-    inside one category the wider type wins (uint8 < int32 < int64, float16 < float32 < float64).
+    inside one category the wider type wins (uint8 < int32 < int64, float16 < float32 < float64, and
+    bfloat16 < float32). float16 and bfloat16 are not ordered (neither holds the other's values), so
+    the pair promotes to float32, as in PyTorch's table.
     """
     if a is b:
         return a
     if a.category != b.category:
         return a if a.category > b.category else b
+    if a._rank == b._rank and a.is_floating_point:
+        return dtypes.float32  # {float16, bfloat16}: the two 16-bit floats meet in float32
     return a if a._rank >= b._rank else b
 
 

@@ -89,6 +89,9 @@ def _init_source(source: str) -> str:
         "``dispatcher`` (this build's own), ``native`` (at::native), ``meta`` (at::meta) and ``manual``\n"
         '(hand-written bindings) on this package before importing it.\n"""\n\n'
         f"{imports}"
+        "\n# Hand-written in PyTorch too (aten/src/ATen/autocast_mode.cpp): the Autocast kernels.\n"
+        "from labsupport.aten.autocast_mode import register_autocast_kernels\n\n"
+        "autocast_libraries = register_autocast_kernels(dispatcher, _ops, tensor_body.TensorBody)\n"
     )
 
 

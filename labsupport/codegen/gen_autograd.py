@@ -33,6 +33,7 @@ def node_names(reg: OpsRegistry) -> dict[str, str]:
 
 
 _SIZES = re.compile(r"\b(\w+)\.sym_sizes\(\)")
+_OPTIONS = re.compile(r"\b(\w+)\.options\(\)")
 
 
 def _rewrite(formula: str) -> tuple[str, set[str]]:
@@ -45,7 +46,11 @@ def _rewrite(formula: str) -> tuple[str, set[str]]:
         saved.add(f"{match.group(1)}_sym_sizes")
         return f"{match.group(1)}_sym_sizes"
 
-    text = _SIZES.sub(sizes, formula)
+    def options(match: re.Match[str]) -> str:
+        saved.add(f"{match.group(1)}_options")
+        return f"{match.group(1)}_options"
+
+    text = _OPTIONS.sub(options, _SIZES.sub(sizes, formula))
     tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     names = {
         tok.string
@@ -59,7 +64,10 @@ def gen_autograd_functions(reg: OpsRegistry, source: str) -> str:
     names = node_names(reg)
     parts = [header("Backward nodes (grad_fn): one class per differentiable operator", "torch/csrc/autograd/generated/Functions.h / Functions.cpp", source)]
     parts.append(
-        "from labsupport.autograd.formulas import maybe_multiply, sum_backward, sum_to  # FunctionsManual.cpp\n"
+        "from labsupport.autograd.formulas import (  # FunctionsManual.cpp\n"
+        "    _to_copy_backward, maybe_multiply, mm_mat1_backward, mm_mat2_backward, mv_self_backward, mv_vec_backward,\n"
+        "    sum_backward, sum_to,\n"
+        ")\n"
         "from labsupport.autograd.node import Node\n"
     )
     for full_name, d in reg.derivatives.items():
@@ -72,7 +80,7 @@ def gen_autograd_functions(reg: OpsRegistry, source: str) -> str:
             saved |= used
             exprs.append((i, a.name, expr))
         arg_set = {a.name for a in d.func.arguments}
-        saved_names = sorted(n for n in saved if n in arg_set or n.endswith("_sym_sizes"))
+        saved_names = sorted(n for n in saved if n in arg_set or n.endswith(("_sym_sizes", "_options")))
         tensors = {a.name for a in d.func.arguments if a.type.is_tensor}
         unpack = "".join(
             f"        {py_name(n)} = node.{n}_{'.unpack()' if n in tensors else ''}\n" for n in saved_names
@@ -106,6 +114,9 @@ def _saved_assignments(d: Derivative, f: NativeFunction) -> list[str]:
     for name in sorted(saved):
         if name.endswith("_sym_sizes"):
             lines.append(f"grad_fn.{name}_ = {py_name(name[: -len('_sym_sizes')])}._sizes")
+        elif name.endswith("_options"):
+            tensor = py_name(name[: -len("_options")])
+            lines.append(f"grad_fn.{name}_ = TensorOptions({tensor}._dtype, {tensor}._device)")
         elif name in arg_set:
             arg = next(a for a in d.func.arguments if a.name == name)
             if arg.type.is_tensor_like and f.func.is_inplace and name == "self":
@@ -147,6 +158,7 @@ def gen_variable_type(reg: OpsRegistry, source: str) -> str:
     parts = [header("Autograd kernels, registered to the Autograd alias key", "torch/csrc/autograd/generated/VariableType_*.cpp", source)]
     parts.append(
         "from . import _ops, autograd_functions, dispatcher\n"
+        "from labsupport.aten.tensor import TensorOptions\n"
         "from labsupport.autograd.grad_mode import is_grad_enabled\n"
         "from labsupport.autograd.node import NotImplemented, collect_next_edges, set_history\n"
         "from labsupport.autograd.saved_variable import SavedVariable\n"
@@ -164,6 +176,8 @@ def gen_variable_type(reg: OpsRegistry, source: str) -> str:
         tensors = [a for a in f.func.arguments if a.type.is_tensor_like and not a.is_out]
         if not tensors:
             continue  # factories: the Autograd key is never in their key set
+        if "CompositeImplicitAutograd" in f.dispatch:
+            continue  # a composite's autograd comes from the operators it calls (matmul -> mm)
         name = handle_name(f)
         params = ", ".join(arg_names(f.func))
         handle = f"_ops.{name}"

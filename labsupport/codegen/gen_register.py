@@ -246,19 +246,38 @@ def gen_register_backend_select(reg: OpsRegistry, source: str) -> str:
         "from labsupport.c10.library import Library\n"
         "from labsupport.c10.tensor_options import compute_dispatch_key_set\n"
     )
+    if any(f.needs_backend_select and any(a.type.is_tensor for a in f.func.arguments) for f in reg.functions):
+        parts.append(
+            "from labsupport.c10.dispatch_key import DispatchKey\n"
+            "from labsupport.c10.dispatch_key_set import DispatchKeySet\n\n"
+            "_AFTER_BACKEND_SELECT = int(DispatchKeySet.full_after(DispatchKey.BackendSelect))\n"
+        )
     regs = []
     for f in reg.functions:
         if not f.needs_backend_select:
             continue
         name = f.func.unambiguous_name()
         params = ", ".join(arg_names(f.func))
-        parts.append(
-            f"\n\ndef {name}({params}):\n"
-            f'    """BackendSelect kernel of aten::{f.name}: no tensor argument says which backend to use,\n'
-            f'    so compute it from (dtype, layout, device) and redispatch (computeDispatchKey)."""\n'
-            f"    _dk = compute_dispatch_key_set(dtype, layout, device)\n"
-            f"    return _ops.{handle_name(f)}.redispatch(_dk, {params})\n"
-        )
+        tensors = [a.name for a in f.func.arguments if a.type.is_tensor and not a.is_out]
+        if tensors:
+            # _to_copy: the tensor arguments' backends join the one the options name
+            # (c10::detail::multi_dispatch_key_set), masked to the keys after BackendSelect.
+            ors = " | ".join(f"{t}._ks" for t in tensors)
+            parts.append(
+                f"\n\ndef {name}({params}):\n"
+                f'    """BackendSelect kernel of aten::{f.name}: the backend named by (dtype, layout, device)\n'
+                f'    joins the tensor arguments\' keys (computeDispatchKey | multi_dispatch_key_set)."""\n'
+                f"    _dk_set = int(compute_dispatch_key_set(dtype, layout, device)) | (({ors}) & _AFTER_BACKEND_SELECT)\n"
+                f"    return _ops.{handle_name(f)}.redispatch(DispatchKeySet.from_raw(_dk_set), {params})\n"
+            )
+        else:
+            parts.append(
+                f"\n\ndef {name}({params}):\n"
+                f'    """BackendSelect kernel of aten::{f.name}: no tensor argument says which backend to use,\n'
+                f'    so compute it from (dtype, layout, device) and redispatch (computeDispatchKey)."""\n'
+                f"    _dk = compute_dispatch_key_set(dtype, layout, device)\n"
+                f"    return _ops.{handle_name(f)}.redispatch(_dk, {params})\n"
+            )
         regs.append((f.name, name))
     parts.append('\n\nm = Library("aten", "IMPL", "BackendSelect", dispatcher=dispatcher)\n')
     for op_name, fn in regs:

@@ -247,6 +247,9 @@ def _parse_native(entry: dict[str, Any], shown: str) -> NativeFunction:
         missing = [k for k in STRUCTURED_DISPATCH_KEYS if k not in dispatch]
         if missing:
             raise OpsYamlError(loc, name, f"a structured op needs kernels for {missing} in 'dispatch'")
+    if not dispatch and not structured and delegate is None:
+        # torchgen: an entry with no kernels at all gets at::native::<name> as CompositeImplicitAutograd.
+        dispatch = {"CompositeImplicitAutograd": func.name}
     if inherits is not None and not structured:
         raise OpsYamlError(loc, name, "structured_inherits only makes sense with structured: True")
     if delegate is not None and any(k in dispatch for k in STRUCTURED_DISPATCH_KEYS):

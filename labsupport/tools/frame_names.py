@@ -100,6 +100,9 @@ GENERATED_RULES: dict[str, tuple[Rule, ...]] = {
     "autograd_functions": ((r"(?P<c>\w+)\.apply", "autograd_node", "torch::autograd::generated::{c}::apply"),),
 }
 
+# How a C++ symbol of an autocast wrapper starts (nm -C libtorch_cpu.so, PyTorch 2.13).
+_WRAP = "at::autocast::WrapFunction_<(at::autocast::CastPolicy){}, ...>::call"
+
 # Hand-written modules: an exact module name, or a prefix ending in ".".
 LAB_RULES: dict[str, tuple[Rule, ...]] = {
     "labsupport.c10.dispatcher": (
@@ -135,6 +138,15 @@ LAB_RULES: dict[str, tuple[Rule, ...]] = {
     "labsupport.autograd.engine": (
         (r"backward", "engine", "torch::autograd::backward"),
         (r"run_backward", "engine", "torch::autograd::Engine::execute"),
+    ),
+    "labsupport.aten.autocast_mode": (
+        # CastPolicy: lower_precision_fp 0, fp32 1, fp32_set_opt_dtype 2, fp32_append_dtype 3, promote 4; the
+        # full C++ name goes on with (c10::DeviceType)0 (CPU) or 1 (CUDA), the signature and &at::_ops::<op>::call.
+        (r"WrapFunction_lower_precision_fp\.call", "kernel", _WRAP.format(0)),
+        (r"WrapFunction_fp32\.call", "kernel", _WRAP.format(1)),
+        (r"WrapFunction_fp32_set_opt_dtype\.call", "kernel", _WRAP.format(2)),
+        (r"WrapFunction_promote\.call", "kernel", _WRAP.format(4)),
+        (r"cached_cast", "kernel", "at::autocast::cached_cast"),
     ),
     "labsupport.aten.tensor_iterator": (
         (r"TensorIteratorBase\.(?P<m>build\w*)", "meta", "at::TensorIteratorBase::{m}"),

@@ -16,6 +16,7 @@ _EXPORTS = {
     "structured_sin": "unary_ops",
     "structured_cos": "unary_ops",
     "structured_sum_dim_IntList": "reduce_ops",
+    "structured_mm": "linear_algebra",
 }
 
 __all__ = list(_EXPORTS)

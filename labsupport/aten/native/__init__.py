@@ -33,6 +33,16 @@ _EXPORTS = {
     "zeros_symint": "composite",
     "ones": "composite",
     "expand": "composite",
+    "_to_copy": "tensor_conversions",
+    # CompositeImplicitAutograd kernels (same calling convention)
+    "matmul": "linear_algebra",
+    "mv": "linear_algebra",
+    "dot": "linear_algebra",
+    "dot_cuda": "linear_algebra",
+    "to": "tensor_conversions",
+    # structured linear algebra
+    "structured_mm_out_cpu": "linear_algebra",
+    "structured_mm_out_cuda": "linear_algebra",
     # Meta kernels of non-structured ops
     "fill_meta_": "meta_kernels",
     "zero_meta_": "meta_kernels",

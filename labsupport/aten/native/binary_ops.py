@@ -15,7 +15,9 @@ Rounding, as in PyTorch on CPU:
   differ from torch's FMA in the last bit), and torch's float16 *scalar* loop (small tensors, loop
   tails) rounds ``alpha * b`` to half before adding, so for an alpha that is not a power of two torch
   itself gives position-dependent results that can differ from the lab's by one half-precision step;
-* integer arithmetic wraps around on overflow.
+* integer arithmetic wraps around on overflow;
+* bfloat16 (stored as float32, see labsupport/aten/dtype.py) is computed in float32 and the result
+  rounded once to bfloat16, as PyTorch's reduced-precision loops do (float32 "opmath").
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import numpy as np
 
 from labsupport.aten import _numpy_errors  # noqa: F401  (installs the warnings filter)
 from labsupport.aten import dtype as dtypes
-from labsupport.aten.cast import cast_array
+from labsupport.aten.cast import cast_array, cast_to
+from labsupport.aten.dtype import round_to_bfloat16
 from labsupport.aten.meta.binary_ops import (
     structured_add_Tensor,
     structured_mul_Tensor,
@@ -51,12 +54,19 @@ _float32 = np.dtype(np.float32)
 _float64 = np.dtype(np.float64)
 # The type the arithmetic of an alpha-add is carried out in (see the module docstring).
 _ALPHA_OPMATH = {_float16: _float32, _float64: _float64}
+_bfloat16 = dtypes.bfloat16
 
 
 def _simple_casts(common: DType, out: TensorBase) -> bool:
     """True when numpy's own casting (``dtype=common, casting='unsafe'``) matches torch's conversions,
-    i.e. no float64 -> float16 step is involved (see labsupport.aten.cast)."""
-    return common is not dtypes.float16 and out._dtype is not dtypes.float16
+    i.e. no float64 -> float16 step is involved (see labsupport.aten.cast) and no input has to be
+    rounded to bfloat16 first."""
+    return common is not dtypes.float16 and out._dtype is not dtypes.float16 and common is not _bfloat16
+
+
+def _to_common(data: np.ndarray, common: DType) -> np.ndarray:
+    """An input converted to the common dtype, as TensorIterator converts it (bfloat16: rounded)."""
+    return cast_to(data, common) if common is _bfloat16 else cast_array(data, common.np)
 
 
 def _store(out: TensorBase, result: np.ndarray) -> None:
@@ -76,8 +86,7 @@ def _binary_ufunc(ufunc: np.ufunc, common: DType, a: TensorBase, b: TensorBase, 
     elif _simple_casts(common, out):
         ufunc(a._data, b._data, out=out._data, dtype=common.np, casting="unsafe")
     else:
-        cnp = common.np
-        _store(out, ufunc(cast_array(a._data, cnp), cast_array(b._data, cnp)))
+        _store(out, ufunc(_to_common(a._data, common), _to_common(b._data, common)))
 
 
 def add_kernel(common: DType, a: TensorBase, b: TensorBase, alpha: object, out: TensorBase) -> None:
@@ -91,8 +100,8 @@ def add_kernel(common: DType, a: TensorBase, b: TensorBase, alpha: object, out: 
         result = np.logical_or(a._data, b._data) if alpha else np.broadcast_to(a._data, out._data.shape)
         _store(out, result)
         return
-    a_c = cast_array(a._data, cnp)
-    b_c = cast_array(b._data, cnp)
+    a_c = _to_common(a._data, common)
+    b_c = _to_common(b._data, common)
     if not common.is_floating_point:
         result = np.add(a_c, np.multiply(b_c, _integral_alpha(alpha, cnp)))
     elif cnp == _float32:
@@ -128,13 +137,14 @@ def _fused_multiply_add_float32(a: np.ndarray, alpha: np.float32, b: np.ndarray)
 
 def mul_kernel(common: DType, a: TensorBase, b: TensorBase, out: TensorBase) -> None:
     """``out = a * b`` computed in ``common`` (mul_stub)."""
-    if common is dtypes.float16 and b._data.size == 1 and not (a._dtype is b._dtype is out._dtype):
+    if (common is dtypes.float16 or common is _bfloat16) and b._data.size == 1 \
+            and not (a._dtype is b._dtype is out._dtype):
         # BinaryOpsKernel.cpp: for reduced-precision floats a scalar `other` is read from the *original*
         # tensor straight into float (so a Python 0.1 is not rounded to half first); a * b is done in
-        # float and rounded once.
+        # float and rounded once (bfloat16: by the caller, see structured_mul_out).
         scalar = np.float32(b._data.item())
-        result = (cast_array(a._data, _float16).astype(_float32) * scalar).astype(_float16)
-        _store(out, result)
+        product = _to_common(a._data, common).astype(_float32) * scalar
+        _store(out, product.astype(_float16) if common is dtypes.float16 else product)
         return
     _binary_ufunc(np.multiply, common, a, b, out)
 
@@ -145,11 +155,12 @@ class structured_ufunc_add_CPU(structured_add_Tensor):
     __slots__ = ()
 
     def impl(self, self_: TensorBase, other: TensorBase, alpha: object, out: TensorBase) -> None:
-        common = self.common_dtype
-        if alpha == 1 and self_._dtype is common and other._dtype is common and out._dtype is common:
+        if alpha == 1 and self.direct:
             _np_add(self_._data, other._data, out._data)  # the hot path, inlined
         else:
-            add_kernel(common, self_, other, alpha, out)
+            add_kernel(self.common_dtype, self_, other, alpha, out)
+            if out._dtype is _bfloat16:
+                round_to_bfloat16(out._data)  # computed in float32: round once to bfloat16
 
 
 class structured_ufunc_add_CUDA(structured_ufunc_add_CPU):
@@ -168,6 +179,8 @@ class structured_sub_out(structured_sub_Tensor):
             _binary_ufunc(np.subtract, self.common_dtype, self_, other, out)
         else:
             add_kernel(self.common_dtype, self_, other, -alpha, out)
+        if out._dtype is _bfloat16:
+            round_to_bfloat16(out._data)
 
 
 class structured_mul_out(structured_mul_Tensor):
@@ -176,8 +189,9 @@ class structured_mul_out(structured_mul_Tensor):
     __slots__ = ()
 
     def impl(self, self_: TensorBase, other: TensorBase, out: TensorBase) -> None:
-        common = self.common_dtype
-        if self_._dtype is common and other._dtype is common and out._dtype is common:
+        if self.direct:
             _np_multiply(self_._data, other._data, out._data)  # the hot path, inlined
         else:
-            mul_kernel(common, self_, other, out)
+            mul_kernel(self.common_dtype, self_, other, out)
+            if out._dtype is _bfloat16:
+                round_to_bfloat16(out._data)

@@ -32,7 +32,7 @@ def copy_(self: TensorBase, src: TensorBase, non_blocking: bool = False) -> Tens
     if src._data is None:
         raise NotImplementedError("Cannot copy out of meta tensor; no data!")
     if np.shares_memory(self._data, src._data):
-        copy_cast(self._data, src._data.copy())
+        copy_cast(self._data, src._data.copy(), self._dtype)
     else:
-        copy_cast(self._data, src._data)
+        copy_cast(self._data, src._data, self._dtype)
     return self

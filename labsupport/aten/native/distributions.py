@@ -29,5 +29,5 @@ def normal_(
         return self
     gen = generator if generator is not None else lab_generator.default_generator
     samples = gen.rng.normal(mean, std, size=self._data.shape)
-    copy_cast(self._data, samples)
+    copy_cast(self._data, samples, self._dtype)
     return self

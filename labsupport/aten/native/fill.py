@@ -14,6 +14,7 @@ import numpy as np
 
 from labsupport.aten import dtype as dtypes
 from labsupport.aten.cast import cast_array
+from labsupport.aten.dtype import round_to_bfloat16
 from labsupport.aten.tensor import TensorBase
 
 if TYPE_CHECKING:
@@ -24,8 +25,10 @@ __all__ = ["fill_", "zero_", "checked_convert"]
 # How the C++ type is spelled in "value cannot be converted to type ... without overflow".
 _CPP_TYPE_NAMES = {
     "bool": "bool", "uint8": "uint8_t", "int32": "int", "int64": "int64_t",
-    "float16": "c10::Half", "float32": "float", "float64": "double",
+    "float16": "c10::Half", "bfloat16": "c10::BFloat16", "float32": "float", "float64": "double",
 }
+# std::numeric_limits<c10::BFloat16>::max() (bfloat16 is stored as float32, whose limit is larger).
+_BFLOAT16_MAX = 3.3895313892515355e38
 
 
 def checked_convert(value: bool | int | float, dtype: DType) -> bool | int | float:
@@ -45,7 +48,8 @@ def checked_convert(value: bool | int | float, dtype: DType) -> bool | int | flo
         # inf and nan pass; finite values must lie within the type's range (no rounding allowance)
         if isinstance(value, float) and not math.isfinite(value):
             return value
-        if abs(value) > float(np.finfo(dtype.np).max):
+        limit = _BFLOAT16_MAX if dtype is dtypes.bfloat16 else float(np.finfo(dtype.np).max)
+        if abs(value) > limit:
             raise overflow
         return float(value)
     info = np.iinfo(dtype.np)
@@ -80,6 +84,8 @@ def fill_(self: TensorBase, value: bool | int | float | TensorBase) -> TensorBas
             self._data[...] = cast_array(np.array(converted, dtype=np.float64), self._data.dtype)
         else:
             self._data.fill(converted)
+            if self._dtype is dtypes.bfloat16:
+                round_to_bfloat16(self._data)
     return self
 
 

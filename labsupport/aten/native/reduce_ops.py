@@ -5,6 +5,7 @@ As on CPU in PyTorch, the input is first converted to the *output* dtype and sum
 ``sum(x_float, dtype=int64)`` truncates every element before adding, int64 sums wrap around, and bool
 sums into bool are a logical "any". float16 accumulates in float32 and rounds once at the end.
 Float sums may differ from torch's cascade summation in the last bits (numpy sums pairwise).
+bfloat16 (float32 storage) accumulates in float32 and is rounded to bfloat16 at the end.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 from labsupport.aten import _numpy_errors  # noqa: F401  (installs the warnings filter)
 from labsupport.aten.cast import cast_array
+from labsupport.aten.dtype import bfloat16, round_to_bfloat16
 from labsupport.aten.meta.reduce_ops import structured_sum_dim_IntList
 
 if TYPE_CHECKING:
@@ -44,3 +46,5 @@ class structured_sum_out(structured_sum_dim_IntList):
         axes = self.reduce_dims if data.ndim else ()
         total = np.sum(data, axis=axes, dtype=accumulate, keepdims=keepdim)
         np.copyto(out._data, cast_array(np.asarray(total), target), casting="unsafe")
+        if out._dtype is bfloat16:
+            round_to_bfloat16(out._data)

@@ -3,7 +3,8 @@ aten/src/ATen/native/UnaryOps.cpp and their loops in aten/src/ATen/native/cpu/Un
 
 neg keeps the dtype (integers wrap: -INT64_MIN == INT64_MIN). sin/cos compute in ``common_dtype``
 (the default float dtype for integer inputs; float16 goes through float32) and cast to the output.
-Transcendental functions may differ from torch's SLEEF implementations in the last bit.
+Transcendental functions may differ from torch's SLEEF implementations in the last bit. bfloat16
+(float32 storage) is computed in float32 and rounded to bfloat16; neg of a bfloat16 is exact.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 from labsupport.aten import _numpy_errors  # noqa: F401  (installs the warnings filter)
 from labsupport.aten import dtype as dtypes
 from labsupport.aten.cast import cast_array
+from labsupport.aten.dtype import round_to_bfloat16
 from labsupport.aten.meta.unary_ops import structured_cos, structured_neg, structured_sin
 
 if TYPE_CHECKING:
@@ -35,6 +37,8 @@ def _unary_float_kernel(ufunc: np.ufunc, common: DType, a: TensorBase, out: Tens
     else:  # float64 -> float16 must round through float32
         result = ufunc(cast_array(a._data, common.np))
         np.copyto(out._data, cast_array(np.asarray(result), out._data.dtype))
+    if out._dtype is dtypes.bfloat16:
+        round_to_bfloat16(out._data)
 
 
 class structured_neg_out(structured_neg):

@@ -1,0 +1,34 @@
+"""The meta function of mm (stands for ``TORCH_META_FUNC(mm)`` in aten/src/ATen/native/LinearAlgebra.cpp)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from labsupport.aten.tensor import TensorOptions
+from labsupport.aten.tensor_meta import MetaBase
+
+if TYPE_CHECKING:
+    from labsupport.aten.tensor import TensorBase
+
+__all__ = ["structured_mm"]
+
+
+class structured_mm(MetaBase):
+    """at::meta::structured_mm: two matrices whose inner sizes agree; the result has self's options."""
+
+    __slots__ = ()
+
+    def meta(self, self_: TensorBase, mat2: TensorBase) -> None:
+        if len(self_._sizes) != 2:
+            raise RuntimeError("self must be a matrix")
+        if len(mat2._sizes) != 2:
+            raise RuntimeError("mat2 must be a matrix")
+        (n, k), (k2, m) = self_._sizes, mat2._sizes
+        if k != k2:
+            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({n}x{k} and {k2}x{m})")
+        if self_._device is not mat2._device:
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two devices, "
+                f"{self_._device} and {mat2._device}!"
+            )
+        self.set_output_raw_strided(0, (n, m), None, TensorOptions(self_._dtype, self_._device), None)
