@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -443,6 +444,11 @@ def test_ex07b_reference_key_agrees_with_pytorch(torch_ref: Any) -> None:
 # ------------------------------------------------------------------------------ ex04c autocast
 EX04C_WRONG = {
     # no guard: the kernel calls the operator again with its own key still in the key set
+    "notebook_04_copied": (  # the notebook's kernel: AutocastCPU excluded even in the CUDA kernel, one dtype
+        [("    with lab.ExcludeDispatchKeyGuard(lab.DispatchKeySet(_AUTOCAST_KEY[device_type])):",
+          '    with lab.ExcludeDispatchKeyGuard(lab.DispatchKeySet("AutocastCPU")):')],
+        {"4c.1": "must exclude its own Autocast key"},
+    ),
     "no_guard": (
         [("    with lab.ExcludeDispatchKeyGuard(lab.DispatchKeySet(_AUTOCAST_KEY[device_type])):\n",
           "    if True:\n")],
@@ -643,3 +649,5 @@ def test_hints_start_at_the_notebook_and_never_show_code(exercise_id: str) -> No
         assert levels[1] != levels[0], reason
         for text in levels:
             assert "def " not in text and "return " not in text and "\n" not in text, reason
+            for code in (r"with lab\.", r"DispatchKeySet\(", r"ks\s*[&|-]", r"after_autograd_keyset", r"\.redispatch\("):
+                assert not re.search(code, text), (reason, code, text)

@@ -90,10 +90,11 @@ REFERENCE = SimpleNamespace(autocast_kernel=reference_autocast_kernel)
 # --------------------------------------------------------------------------------------- decide
 HINTS: dict[str, tuple[str, ...]] = {
     "guard": (
-        f"an autocast kernel must exclude its own Autocast key before calling the operator again ({SECTION})",
-        "call the operator inside `with lab.ExcludeDispatchKeyGuard(<own Autocast key>):`; without it the call "
-        "comes straight back to the same autocast kernel (seed 003: 'we exclude the Autocast key from dispatch "
-        "before redispatching')",
+        f"an autocast kernel must exclude its own Autocast key before calling the operator again: the key it is "
+        f"registered on, which device_type names ({SECTION})",
+        "without that exclusion (or with another device's Autocast key excluded instead) the call comes straight "
+        "back to the same autocast kernel; the tutorial (seed 003) excludes the Autocast key for the whole call "
+        "with a guard",
     ),
     "nested_guard": (
         f"the exclusion must cover everything the operator does, not only the next dispatch ({SECTION})",
@@ -102,10 +103,11 @@ HINTS: dict[str, tuple[str, ...]] = {
         "whole call",
     ),
     "own_key_only": (
-        f"an autocast kernel excludes only its own key ({SECTION}; notes: 2.13 excludes AutocastCPU only, in a "
-        "CPU autocast kernel)",
-        "excluding every Autocast key switches off the other device's autocast for everything called inside; "
-        "exclude DispatchKeySet('AutocastCPU') in the CPU kernel and 'AutocastCUDA' in the CUDA kernel",
+        f"an autocast kernel excludes only its own key ({SECTION}; in PyTorch 2.13 a CPU autocast kernel "
+        "excludes AutocastCPU and nothing else)",
+        "excluding every Autocast key switches off the other device's autocast for everything called inside: "
+        "the kernel registered on AutocastCPU steps past AutocastCPU only, the one on AutocastCUDA past "
+        "AutocastCUDA only",
     ),
     "eligibility": (
         f"only eligible inputs are cast ({SECTION}; cached_cast in aten/src/ATen/autocast_mode.h)",

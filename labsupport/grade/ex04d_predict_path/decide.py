@@ -264,10 +264,10 @@ HINTS: dict[str, tuple[str, ...]] = {
     ),
     "redispatch": (
         f"what a kernel redispatches with decides the next step ({S04}, sections 6 and 8)",
-        "an autograd kernel (and the autograd fallback) redispatches with ks & after_autograd_keyset, which keeps "
-        "ADInplaceOrView; an ADInplaceOrView kernel with ks & after_ADInplaceOrView_keyset; the autocast kernel "
-        "makes a fresh call with AutocastCPU excluded (the TLS and the mask apply again); Tracer's fallback "
-        "steps past Tracer",
+        "an autograd kernel (and the autograd fallback) redispatches with its key set restricted to the keys after "
+        "autograd, which keeps ADInplaceOrView; an ADInplaceOrView kernel to the keys after ADInplaceOrView; the "
+        "autocast kernel makes a fresh call with AutocastCPU excluded (the TLS and the mask apply again); "
+        "Tracer's fallback steps past Tracer",
     ),
     "table": (
         f"the kernel a slot holds follows the table precedence ({S04}, section 10; exercise ex04b)",

@@ -127,13 +127,13 @@ HINTS: dict[str, tuple[str, ...]] = {
     ),
     "key_only": (
         f"a BackendSelect kernel redispatches with a key set that holds the computed key ({SECTION})",
-        "without tensor arguments the generated kernel builds DispatchKeySet(computeDispatchKey(dtype, layout, "
-        "device)) and calls op.redispatch with it; the key set it received only holds BackendSelect",
+        "without tensor arguments the generated kernel computes one backend key from dtype, layout and device "
+        "alone and redispatches to a key set made of that key; the key set it received only holds BackendSelect",
     ),
     "tensor_keys": (
         f"an operator with tensor arguments combines the options' key with the tensors' keys (torchgen's "
         f"ComputeBackendSelect, {SECTION})",
-        "the generated kernel ORs DispatchKeySet(computeDispatchKey(...)) with the tensors' key sets, so the "
+        "the generated kernel unions the key computed from the options with the tensors' key sets, so the "
         "highest backend of both wins: a CUDA tensor converted with device='cpu' still reaches the CUDA kernel",
     ),
     "mask": (
