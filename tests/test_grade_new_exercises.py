@@ -387,6 +387,13 @@ def test_ex07b_hardcoded_keys_fail_on_another_seed(tmp_path: Path) -> None:
 
 
 EX07B_WRONG = {
+    # notebook 07's BackendSelect kernel transcribed: the lab's helper, which models strided cpu/cuda/meta only
+    "lab_helper_from_notebook_07": (
+        [("    key_set = lab.DispatchKeySet(compute_dispatch_key(dtype, layout, device))\n",
+          "    from labsupport.c10 import tensor_options\n\n"
+          "    key_set = tensor_options.compute_dispatch_key_set(dtype, layout, device)\n")],
+        {"7b.2": "your kernel raised for some options"},
+    ),
     # the dtype is ignored: quantized dtypes give the dense key
     "ignores_dtype": (
         [('        return f"Quantized{backend}" if dtype in _QUANTIZED_DTYPES else backend', "        return backend")],

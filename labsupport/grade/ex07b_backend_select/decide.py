@@ -109,6 +109,12 @@ REFERENCE = SimpleNamespace(
 
 # --------------------------------------------------------------------------------------- decide
 HINTS: dict[str, tuple[str, ...]] = {
+    "raised": (
+        f"your kernel raised for some options (the message says which): every option listed in the exercise's "
+        f"docstring selects a backend kernel ({SECTION})",
+        "the lab's own tensor_options helper (notebook 07) models strided cpu, cuda and meta tensors only, and "
+        "raises for the other options; the key comes from your compute_dispatch_key",
+    ),
     "device": (
         f"the device option decides the backend ({SECTION}; c10::computeDispatchKey)",
         "no device means CPU; 'cuda:1' is a CUDA device (the index does not matter for the key); meta and xla "
@@ -240,6 +246,8 @@ def _call_reason(
 ) -> str:
     """Which misunderstanding a wrong call shows (``given`` is a valid call record)."""
     if "error" in given:
+        if "re-entered" not in given["error"] and "Recursion" not in given["error"]:
+            return "raised"
         return "mask" if with_tensors else "key_only"
     keys, kernel = set(given["keys"]), given["kernel"]
     if with_tensors and keys & ABOVE_BACKEND_SELECT:
