@@ -18,12 +18,11 @@ with no tensors (a factory).
 
 from __future__ import annotations
 
-from collections import Counter
 from types import SimpleNamespace
 from typing import Any
 
 from labsupport.grade.checking import Exercise, Verdict
-from labsupport.grade.deciding import failed, garbled, passed, raised
+from labsupport.grade.deciding import failed, garbled, most_common, passed, raised
 
 EXERCISE = Exercise(
     id="ex02",
@@ -465,9 +464,8 @@ def decide_key_sets(inputs: Any, observed: Any) -> Verdict:
                 f"  missing: {_describe_raw(expected & ~got)}\n  extra:   {_describe_raw(got & ~expected)}",
             ))
     if wrong:  # the misunderstanding most of the wrong calls show (one call can fit a narrower one)
-        common = Counter(hints for hints, _ in wrong).most_common(1)[0][0]
-        message = next(text for hints, text in wrong if hints == common)
-        return failed(f"{message}\n({len(wrong)} of {len(results)} calls wrong)", *common)
+        hints, message = most_common(wrong)
+        return failed(f"{message}\n({len(wrong)} of {len(results)} calls wrong)", *hints)
     return passed(f"{len(results)} random calls match the key set the dispatcher computed")
 
 

@@ -11,11 +11,11 @@ on the lab's engine and compares what the backend kernels saw.
 
 from __future__ import annotations
 
-from collections import Counter
 from types import SimpleNamespace
 from typing import Any
 
 from labsupport.grade.checking import Exercise, Verdict
+from labsupport.grade.deciding import compare_records, most_common
 from labsupport.grade.ex04c_autocast import observe
 
 EXERCISE = Exercise(
@@ -152,23 +152,14 @@ def _classify(scenario: dict[str, Any], given: dict[str, Any], expected: dict[st
 
 
 def _decide(inputs: Any, observed: Any) -> Verdict:
-    expected_all = observe.autocast_calls(REFERENCE, inputs)
     scenarios = inputs["scenarios"]
-    if not isinstance(observed, list) or len(observed) != len(expected_all):
-        return Verdict(False, "some calls gave no observation", HINTS["format"])
-    wrong = []
-    for number, (given, expected) in enumerate(zip(observed, expected_all)):
-        if given == expected:
-            continue
-        if not _valid_record(given):
-            return Verdict(
-                False, f"the observation of call {number + 1} is malformed: {str(given)[:80]}", HINTS["format"]
-            )
-        wrong.append((_classify(scenarios[number], given, expected), number, given, expected))
+    calls = compare_records(observed, observe.autocast_calls(REFERENCE, inputs), _valid_record, HINTS["format"])
+    if isinstance(calls, Verdict):
+        return calls
+    wrong = [(_classify(scenarios[n], given, expected), n, given, expected) for n, given, expected in calls]
     if not wrong:
         return Verdict(True, f"all {len(scenarios)} random autocast calls cast, guarded and redispatched right")
-    top = Counter(w[0] for w in wrong).most_common(1)[0][0]
-    reason, number, given, expected = next(w for w in wrong if w[0] == top)
+    reason, number, given, expected = most_common(wrong)
     s = scenarios[number]
     call = (
         f"policy {s['policy']}, inputs {[t['device'] + ' ' + t['dtype'] for t in s['tensors']]}, autocast on for "

@@ -9,11 +9,11 @@ dispatcher observer, the hook ``lab.trace()`` and the profiler use.
 
 from __future__ import annotations
 
-from collections import Counter
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from labsupport.grade.checking import Exercise, Verdict
+from labsupport.grade.deciding import most_common
 
 EXERCISE = Exercise(
     id="ex04d",
@@ -353,8 +353,7 @@ def decide_paths(inputs: Any, observed: Any) -> Verdict:
         reasons.append((_classify(scenario, index, g, e), number, index, (g, e)))
     if not reasons:
         return Verdict(True, f"all {len(scenarios)} random paths predicted step by step")
-    top = Counter(r[0] for r in reasons).most_common(1)[0][0]
-    reason, number, index, (g, e) = next(r for r in reasons if r[0] == top)
+    reason, number, index, (g, e) = most_common(reasons)
     scenario = scenarios[number]
     message = (
         f"{len(reasons)} of {len(scenarios)} paths wrong. For example, kernels {scenario['kernels']}, tensors "
