@@ -70,6 +70,25 @@ def error_record(error: BaseException, learner: ModuleType | None) -> dict[str, 
     return {"type": type(error).__name__, "message": text(error), "where": where(error, learner)}
 
 
+_BUILDS: dict[tuple[str, int], tuple[ModuleType, Any]] = {}
+
+
+def build_once(kind: str, learner: ModuleType, make: Callable[[str], Any]) -> tuple[Any, dict[str, Any] | None]:
+    """``(build, None)`` or ``(None, error_record)``: what ``make(name)`` built from this learner module,
+    made once per worker (every check of an exercise observes the same build); the stub's
+    NotImplementedError propagates."""
+    key = (kind, id(learner))
+    if key not in _BUILDS:
+        try:
+            _BUILDS[key] = (learner, ("built", make(f"grade_{kind}_{len(_BUILDS)}")))
+        except Exception as error:
+            if is_stub(error):
+                raise
+            _BUILDS[key] = (learner, ("failed", error_record(error, learner)))
+    state, value = _BUILDS[key][1]
+    return (value, None) if state == "built" else (None, value)
+
+
 def attempt(learner: ModuleType | None, fn: Callable[[], Any]) -> tuple[bool, Any]:
     """``(True, value)`` or ``(False, error_record)``; the stub's NotImplementedError propagates."""
     try:
