@@ -1,15 +1,18 @@
 """The lab's grader: ``lab.grade("ex04")`` in a notebook, ``make grade EX=ex04`` (or
 ``.venv/bin/python -m labsupport.grade ex04``) in a shell.
 
-The learner's code runs in a sandboxed worker process that only reports observations; this process
-makes the inputs from a seed, computes the expected values with the lab's engine and decides. The pieces:
+Two parts, and the learner's code runs in only one of them:
 
-* ``checking``  -- Exercise / Check / Verdict, what exercise graders are written with (GRADER_PROTOCOL.md)
-* ``<exercise>/decide.py`` + ``observe.py`` -- the checks of each exercise (parent side, worker side)
-* ``worker``    -- the sandboxed process that runs the learner's code (``sandbox``: rlimits, Landlock, seccomp)
-* ``runner``    -- plans inputs, starts the workers (in parallel, capped, timed) and decides the verdicts
-* ``results``   -- the report text and Gradescope's results.json
-* ``release``, ``gradescope`` -- the student edition and the Gradescope autograder bundle
+* what the worker observes -- ``worker`` (the sandboxed process: ``sandbox`` confines it) calls each
+  exercise's ``<exercise>/observe.py`` on the given inputs and reports plain JSON (``jsonable``);
+* what the parent decides -- ``runner`` plans the inputs from the seed (``checking.check_rng``), runs the
+  workers (``processes``: caps, deadlines, a fork server) and ``verdicts`` turns what came back into
+  results with each ``<exercise>/decide.py`` (``deciding``: its shared readers), never seen by the worker.
+
+``checking`` holds what exercises are written with (Exercise, Check, Verdict; GRADER_PROTOCOL.md),
+``registry`` finds them, ``results`` writes the report and Gradescope's results.json, ``pristine`` gives
+the untouched stubs to tests, ``release`` and ``gradescope`` write the student edition and the
+Gradescope bundle.
 """
 
 from __future__ import annotations
