@@ -4,7 +4,7 @@ Builds a synthetic class in a temporary folder: every student hands in every exe
 the reference solution, a wrong answer (the untouched stub, a file that does not import, a wrong
 function body) or a hostile file (os._exit at import, a fork bomb, forged result lines, a memory hog,
 an output flood, a sleep bomb, a CPU spin...). Then it grades the class exactly as an instructor does
-(``python -m labsupport.grade --submissions DIR --jobs N``, strict sandbox, one fresh worker per
+(``.venv/bin/python -m labsupport.grade --submissions DIR --jobs N``, strict sandbox, one fresh worker per
 student and exercise) and reports the wall time, the time per worker and whether every solution got
 full marks and every other file got less.
 """

@@ -1,8 +1,9 @@
 """Exercise 02 -- compute the dispatch key set of a call, the way the dispatcher does.
 
 Notebook: 02 (keys and key sets), sections 3 (functionality bits x backend bits), 6 (thread-local
-include and exclude sets) and 7 (the key set of a call). Grade it: ``lab.grade("ex02")`` in a notebook
-cell, or ``.venv/bin/python -m labsupport.grade ex02`` in a terminal.
+include and exclude sets) and 7 (the key set of a call).
+Grade it: ``make grade EX=ex02`` in a terminal (or ``.venv/bin/python -m labsupport.grade ex02``),
+or ``lab.grade("ex02")`` in a notebook cell.
 
 Before it can index an operator's dispatch table, PyTorch's dispatcher (``DispatchKeyExtractor.h`` and
 ``Dispatcher::call``) turns a call into one DispatchKeySet, from four things: the key sets of the

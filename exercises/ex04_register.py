@@ -2,7 +2,8 @@
 
 Notebook: 04 (registering operators), sections 2-3 (define, a CPU kernel), 6 (an autograd kernel that
 redispatches), 8 (in-place operators and ADInplaceOrView), 10 (alias keys) and 11 (closing libraries).
-Grade it: ``lab.grade("ex04")`` in a notebook cell, or ``.venv/bin/python -m labsupport.grade ex04``.
+Grade it: ``make grade EX=ex04`` in a terminal (or ``.venv/bin/python -m labsupport.grade ex04``),
+or ``lab.grade("ex04")`` in a notebook cell.
 
 What PyTorch does (seed 003, the "Registering a Dispatched Operator in C++" tutorial): one
 ``TORCH_LIBRARY`` block defines the schemas, one ``TORCH_LIBRARY_IMPL`` block per dispatch key registers

@@ -1,7 +1,8 @@
 """Exercise 04b -- fill the dispatch table.
 
-Notebook: 04 (registering operators), section 10 "Alias keys and table precedence". Grade it:
-``python -m labsupport.grade ex04b``, or ``lab.grade("ex04b")`` in a notebook.
+Notebook: 04 (registering operators), section 10 "Alias keys and table precedence".
+Grade it: ``make grade EX=ex04b`` in a terminal (or ``.venv/bin/python -m labsupport.grade ex04b``),
+or ``lab.grade("ex04b")`` in a notebook cell.
 
 An operator has kernels registered to some keys, runtime keys (``CPU``, ``AutogradCPU``, ...) and
 alias keys (``CompositeImplicitAutograd``, ``CompositeExplicitAutograd``,

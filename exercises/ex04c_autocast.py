@@ -1,7 +1,9 @@
 """Exercise 04c -- an autocast kernel with a cast policy.
 
 Notebook: 04 (registering operators), section 9 "Autocast"; seed 003 (the tutorial's Autocast
-section). Grade it: ``python -m labsupport.grade ex04c``, or ``lab.grade("ex04c")`` in a notebook.
+section).
+Grade it: ``make grade EX=ex04c`` in a terminal (or ``.venv/bin/python -m labsupport.grade ex04c``),
+or ``lab.grade("ex04c")`` in a notebook cell.
 
 Write the kernel that the grader registers on **AutocastCPU** and on **AutocastCUDA** of several
 operators (``registered with_keyset=True``). PyTorch's autocast kernels (``aten/src/ATen/

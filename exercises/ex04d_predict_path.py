@@ -2,7 +2,9 @@
 
 Notebooks: 02 (tensor key sets, the TLS include/exclude sets, guards), 04 (sections 6-10: autograd
 kernels and their redispatch, ADInplaceOrView, autocast, table precedence) and 07 (section 5:
-fallthrough and the mask). Grade it: ``python -m labsupport.grade ex04d``, or ``lab.grade("ex04d")``.
+fallthrough and the mask).
+Grade it: ``make grade EX=ex04d`` in a terminal (or ``.venv/bin/python -m labsupport.grade ex04d``),
+or ``lab.grade("ex04d")`` in a notebook cell.
 
 ``predict_path(scenario)`` gets one call of an operator ``ex04d::op(Tensor self, Tensor other)`` (or
 the in-place ``op_``, when there is an ADInplaceOrView kernel) as plain data:

@@ -1,8 +1,9 @@
 """Exercise 06 -- write a new structured kernel: sqdiff(self, other) = (self - other) ** 2.
 
 Notebook: 06 (structured kernels), sections 2 (meta(), impl(), set_output and the three wrappers),
-3 (TensorIterator), 4 (meta tensors) and 5 (out= tensors). Grade it: ``lab.grade("ex06")`` in a
-notebook cell, or ``.venv/bin/python -m labsupport.grade ex06`` in a terminal.
+3 (TensorIterator), 4 (meta tensors) and 5 (out= tensors).
+Grade it: ``make grade EX=ex06`` in a terminal (or ``.venv/bin/python -m labsupport.grade ex06``),
+or ``lab.grade("ex06")`` in a notebook cell.
 
 What PyTorch does (seeds 001 and 002): a structured operator is written as two halves, ``meta()``
 (``TORCH_META_FUNC``) and ``impl()`` (``TORCH_IMPL_FUNC``); code generation writes everything else, for

@@ -2,8 +2,9 @@
 
 Notebook: 07 (boxing, fallbacks, BackendSelect), sections 1 (unboxed and boxed kernels), 3 (a boxed
 fallback for every operator) and 4 (the batched for-loop fallback); notebook 02, section 6 for the
-thread-local exclude set. Grade it: ``lab.grade("ex07")`` in a notebook cell, or
-``.venv/bin/python -m labsupport.grade ex07`` in a terminal.
+thread-local exclude set.
+Grade it: ``make grade EX=ex07`` in a terminal (or ``.venv/bin/python -m labsupport.grade ex07``),
+or ``lab.grade("ex07")`` in a notebook cell.
 
 What PyTorch does (seed 001, "boxing + batched fallback"): a *boxed* kernel has one signature for
 every operator, ``fn(op, ks, stack)``, so it can be registered once as the *fallback* of a whole

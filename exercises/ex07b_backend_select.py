@@ -1,7 +1,8 @@
 """Exercise 07b -- BackendSelect: factory operators pick their backend from their arguments.
 
 Notebook: 07 (boxing, fallbacks, BackendSelect), section 6 "Factory functions and BackendSelect".
-Grade it: ``python -m labsupport.grade ex07b``, or ``lab.grade("ex07b")`` in a notebook.
+Grade it: ``make grade EX=ex07b`` in a terminal (or ``.venv/bin/python -m labsupport.grade ex07b``),
+or ``lab.grade("ex07b")`` in a notebook cell.
 
 A factory such as ``empty(size, *, dtype, layout, device, pin_memory)`` has no tensor argument, so
 its key set holds only BackendSelect (from the TLS include set). Its BackendSelect kernel works out

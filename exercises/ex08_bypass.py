@@ -2,8 +2,9 @@
 
 Notebook: 08 (bypass the dispatcher): the change in three parts (shown there on ``mul``), the
 "before" and "after" builds, Test A (the profiler), Test B (instruction counts) and what the bypass
-gives up. Grade it: ``lab.grade("ex08")`` in a notebook cell, or ``.venv/bin/python -m labsupport.grade
-ex08`` in a terminal.
+gives up.
+Grade it: ``make grade EX=ex08`` in a terminal (or ``.venv/bin/python -m labsupport.grade ex08``),
+or ``lab.grade("ex08")`` in a notebook cell.
 
 What PyTorch does (seed 000, "Codegen Task: update an op to bypass the dispatcher"): the op's entry in
 native_functions.yaml gets a hand-written binding; code generation stops writing ``at::add`` /

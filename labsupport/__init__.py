@@ -23,7 +23,17 @@ The generated front end is ``import labsupport.torch as torch``.
 
 from __future__ import annotations
 
+import importlib.util as _importlib_util
+import sys as _sys
 from typing import Any
+
+if _importlib_util.find_spec("numpy") is None:  # before anything imports numpy: say what to do instead
+    raise ModuleNotFoundError(
+        f"the Dispatcher Lab needs numpy, which this Python ({_sys.executable}) does not have. Use the lab's "
+        "own Python: `make grade` / `make grade EX=ex04` (or `.venv/bin/python -m labsupport.grade`) to grade, "
+        "`make lab` for the notebooks (`make venv` creates .venv).",
+        name="labsupport",  # so `python -m labsupport.grade` prints this one line, not a traceback
+    )
 
 from labsupport.autograd.variable_fallback import (
     autograd_not_implemented_fallback,
@@ -166,6 +176,9 @@ __all__ = [
     "trace",
 ]
 
-from labsupport.grade import grade, load_exercise  # noqa: E402  (the grader; last, so it can use everything above)
+# the grader, last (it uses everything above). ``lab.grade`` is the package itself, and callable:
+# ``lab.grade("ex04")`` grades, ``import labsupport.grade.checking`` still finds the submodules.
+from labsupport import grade  # noqa: E402
+from labsupport.grade import load_exercise  # noqa: E402
 
 __all__ += ["grade", "load_exercise"]

@@ -1,11 +1,12 @@
 """An in-process stand-in for the grader's runner, for testing an exercise's checks on their own.
 
-For each two-part check it does what the runner and the sandboxed worker do together, in one process
-and without a sandbox: ``plan(rng)`` -> JSON round trip -> import the learner file -> the observer
-function -> JSON round trip -> ``decide(inputs, observed)`` -> a Verdict. An exception escaping the
-observer becomes a failed check described by ``checking.describe_exception``, as the framework does
-(the untouched stub's NotImplementedError gives "not done yet"). ``attempt`` selects which hint
-the framework would show after that many earlier failures.
+For each check it does what the runner and the sandboxed worker do together, in one process and
+without a sandbox, with the framework's own pieces: ``plan(checking.check_rng(...))`` -> JSON round
+trip -> import the learner file -> the observer function -> JSON round trip -> ``decide(inputs,
+observed)``. An exception escaping the observer is described by ``worker.describe`` and
+``verdicts.describe_error``, exactly as the grader reports it (the untouched stub's
+NotImplementedError gives "not done yet"). ``hint(attempt)`` selects the hint the framework shows
+after that many earlier failures.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import numpy as np
+from labsupport.grade.checking import Verdict, check_rng
+from labsupport.grade.pristine import pristine_exercises
+from labsupport.grade.registry import REPO_ROOT, load_exercise
+from labsupport.grade.verdicts import describe_error
+from labsupport.grade.worker import describe
 
-from labsupport.grade.checking import Verdict, describe_exception
-from labsupport.grade.registry import load_exercise
-
+SOLUTIONS = REPO_ROOT / "solutions"
 _counter = itertools.count()
 
 
@@ -65,12 +68,8 @@ def import_learner(path: Path) -> ModuleType:
     return module
 
 
-def exercise_number_hash(number: int | str) -> int:
-    return number if isinstance(number, int) else sum(ord(c) * 31**i for i, c in enumerate(str(number)))
-
-
 def grade(exercise_id: str, path: Path, *, seed: int = 0, only: str | None = None) -> dict[str, Graded]:
-    """Grade ``path`` in-process; ``{check number: Graded}``."""
+    """Grade ``path`` in-process with the inputs the grader plans for ``seed``; ``{check number: Graded}``."""
     exercise = load_exercise(exercise_id)
     observer = importlib.import_module(exercise.observer)
     learner = import_learner(path)
@@ -78,13 +77,11 @@ def grade(exercise_id: str, path: Path, *, seed: int = 0, only: str | None = Non
     for index, check in enumerate(exercise.checks):
         if only is not None and check.number != only:
             continue
-        assert check.plan is not None and check.decide is not None, f"{check.number} is not a two-part check"
-        rng = np.random.default_rng([seed, exercise_number_hash(exercise.number), index])
-        inputs = json.loads(json.dumps(check.plan(rng)))  # only plain JSON crosses to the worker
+        inputs = json.loads(json.dumps(check.plan(check_rng(seed, exercise, index))))  # what the worker gets
         try:
             observed = json.loads(json.dumps(getattr(observer, check.observe)(learner, inputs)))
         except Exception as error:
-            message, hint = describe_exception(error, path, path.name)
+            message, hint = describe_error(describe(error, path, path.name, []), path.name)
             graded[check.number] = Graded(check.number, check.points, Verdict(False, message, (hint,)), inputs)
             continue
         verdict = check.decide(inputs, observed)
@@ -95,3 +92,12 @@ def grade(exercise_id: str, path: Path, *, seed: int = 0, only: str | None = Non
 
 def score(graded: dict[str, Graded]) -> int:
     return sum(g.score for g in graded.values())
+
+
+def solution(exercise_id: str) -> Path:
+    return SOLUTIONS / load_exercise(exercise_id).filename
+
+
+def pristine_stub(exercise_id: str, folder: Path) -> Path:
+    """The untouched stub of ``exercise_id`` (``labsupport.grade.pristine``: never the learner's edited file)."""
+    return pristine_exercises(folder / "pristine") / load_exercise(exercise_id).filename

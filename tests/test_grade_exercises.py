@@ -2,8 +2,8 @@
 
 Each exercise's checks are two-part (plan/decide in the parent, observe in the worker); the in-process
 harness (tests/grade_harness.py) runs them without the runner. For every exercise: the reference
-solution scores full marks; the untouched stub (a pristine copy from git, never the learner's edited
-file) scores 0 with "not done yet"; and each common misunderstanding, written as a wrong submission,
+solution scores full marks; the untouched stub (``labsupport.grade.pristine``, never the learner's
+edited file) scores 0 with "not done yet"; and each common misunderstanding, written as a wrong submission,
 fails its check with a hint that names the misunderstanding and never shows the answer's code.
 """
 
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import grade_harness as harness
 import pytest
 
+from labsupport.grade.checking import check_rng
 from labsupport.grade.registry import REPO_ROOT, load_exercise
 
 SOLUTIONS = REPO_ROOT / "solutions"
@@ -34,19 +34,6 @@ FILES = {
 def _scratch(tmp_path, monkeypatch):
     """Builds made by observers (ex06, ex08) go to the test's temporary folder."""
     monkeypatch.setenv("LAB_GRADE_TMP", str(tmp_path / "scratch"))
-
-
-def pristine_stub(name: str, folder: Path) -> Path:
-    """The stub as committed (git), else the package copy: never a learner's edited file."""
-    target = folder / name
-    try:
-        text = subprocess.run(
-            ["git", "show", f"HEAD:exercises/{name}"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        text = (EXERCISES / name).read_text()
-    target.write_text(text)
-    return target
 
 
 def mutate(tmp_path: Path, exercise: str, *edits: tuple[str, str], tag: str = "wrong") -> Path:
@@ -114,9 +101,7 @@ def test_reference_solution_scores_full_marks(exercise):
 
 @pytest.mark.parametrize("exercise", sorted(FILES))
 def test_untouched_stub_scores_zero_not_done_yet(exercise, tmp_path):
-    stub = pristine_stub(FILES[exercise], tmp_path)
-    if exercise == "ex06":
-        (tmp_path / "ex06_sqdiff.yaml").write_text((EXERCISES / "ex06_sqdiff.yaml").read_text())
+    stub = harness.pristine_stub(exercise, tmp_path)  # the yaml ex06 reads comes with it
     graded = harness.grade(exercise, stub, seed=5)
     assert harness.score(graded) == 0
     for result in graded.values():
@@ -126,14 +111,12 @@ def test_untouched_stub_scores_zero_not_done_yet(exercise, tmp_path):
 
 @pytest.mark.parametrize("exercise", sorted(FILES))
 def test_checks_are_two_part_and_plans_are_plain_json(exercise):
-    import numpy as np
-
     ex = load_exercise(exercise)
     assert ex.observer == f"labsupport.grade.{FILES[exercise].removesuffix('.py')}.observe"
     for index, check in enumerate(ex.checks):
-        assert check.fn is None and check.plan and check.decide and check.observe
-        first = json.dumps(check.plan(np.random.default_rng([1, index])))
-        assert first == json.dumps(check.plan(np.random.default_rng([1, index])))  # same seed, same inputs
+        assert check.plan and check.decide and check.observe
+        first = json.dumps(check.plan(check_rng(1, ex, index)))
+        assert first == json.dumps(check.plan(check_rng(1, ex, index)))  # same seed, same inputs
 
 
 @pytest.mark.parametrize("exercise", sorted(FILES))
@@ -150,11 +133,9 @@ def test_stub_does_not_hold_the_answer(exercise):
 
 @pytest.mark.parametrize("exercise", sorted(FILES))
 def test_decide_survives_garbage_observations(exercise):
-    import numpy as np
-
     ex = load_exercise(exercise)
     for index, check in enumerate(ex.checks):
-        inputs = json.loads(json.dumps(check.plan(np.random.default_rng([2, index]))))
+        inputs = json.loads(json.dumps(check.plan(check_rng(2, ex, index))))
         for garbage in (None, 3, "PASS", [], {}, {"results": "all passed"}, {"results": [{"raw": "x"}]}):
             verdict = check.decide(inputs, garbage)
             assert verdict.passed is False, (check.number, garbage)

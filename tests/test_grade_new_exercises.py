@@ -1,12 +1,12 @@
 """The four two-part exercises of issue 12: ex04b (fill the table), ex04c (autocast), ex04d (predict
 the path) and ex07b (BackendSelect).
 
-Until the sandboxed runner grades two-part checks, ``grade`` below plays its role in-process: for
-each check it calls ``plan(rng)`` (parent), sends the inputs through JSON, imports the learner's file,
+``grade`` below is tests/grade_harness.py, which plays the runner's role in-process: for each check
+it calls ``plan(check_rng(...))`` (parent), sends the inputs through JSON, imports the learner's file,
 calls the observer (worker side), sends the observations through JSON and calls ``decide`` (parent).
 
-For every exercise: the reference solution scores full marks, the untouched stub (read from git's
-HEAD, so an edited exercises/ folder does not matter) scores 0 with "not done yet", each common
+For every exercise: the reference solution scores full marks, the untouched stub
+(``labsupport.grade.pristine``, so an edited exercises/ folder does not matter) scores 0 with "not done yet", each common
 misunderstanding, written as a wrong submission, fails with a hint that names it, and answers
 hard-coded from one seed fail on another.
 """
@@ -14,23 +14,18 @@ hard-coded from one seed fail on another.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import itertools
 import json
-import subprocess
-import sys
-import zlib
+import re
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+import grade_harness as harness
 import numpy as np
 import pytest
 
-from labsupport.grade.checking import Verdict
-from labsupport.grade.registry import REPO_ROOT
-
-_counter = itertools.count()
+from labsupport.grade.checking import Verdict, check_rng
+from labsupport.grade.registry import REPO_ROOT, load_exercise
 
 PACKAGES = {
     "ex04b": "labsupport.grade.ex04b_fill_table",
@@ -41,37 +36,14 @@ PACKAGES = {
 
 
 # ------------------------------------------------------------------------------------ harness
-def load_learner(path: Path) -> ModuleType:
-    name = f"learner_{path.stem}_{next(_counter)}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+load_learner = harness.import_learner
+solution = harness.solution
 
 
 def grade(exercise_id: str, path: Path, seed: int = 0) -> dict[str, tuple[Verdict, int]]:
-    """``{check number: (verdict, points)}`` for the learner file at ``path``."""
-    exercise = importlib.import_module(PACKAGES[exercise_id] + ".decide").EXERCISE
-    observer = importlib.import_module(exercise.observer)
-    learner = load_learner(path)
-    results: dict[str, tuple[Verdict, int]] = {}
-    salt = zlib.crc32(str(exercise.number).encode())
-    for index, check in enumerate(exercise.checks):
-        assert check.plan is not None and check.decide is not None
-        inputs = json.loads(json.dumps(check.plan(np.random.default_rng([seed, salt, index]))))
-        try:
-            observed = json.loads(json.dumps(getattr(observer, check.observe)(learner, inputs)))
-        except NotImplementedError as error:
-            verdict = Verdict(False, str(error), ("not done yet",) if str(error).startswith("ex") else ())
-        except Exception as error:  # the framework reports the learner's exception itself
-            verdict = Verdict(False, f"{type(error).__name__}: {error}")
-        else:
-            verdict = check.decide(inputs, observed)
-            assert isinstance(verdict, Verdict)
-        results[check.number] = (verdict, check.points if verdict.passed else 0)
-    return results
+    """``{check number: (verdict, points)}`` for the learner file at ``path`` (tests/grade_harness.py:
+    the inputs the grader plans for ``seed``, errors described as the grader describes them)."""
+    return {n: (g.verdict, g.score) for n, g in harness.grade(exercise_id, path, seed=seed).items()}
 
 
 def score(results: dict[str, tuple[Verdict, int]]) -> int:
@@ -79,27 +51,7 @@ def score(results: dict[str, tuple[Verdict, int]]) -> int:
 
 
 def max_score(exercise_id: str) -> int:
-    return importlib.import_module(PACKAGES[exercise_id] + ".decide").EXERCISE.max_points
-
-
-def solution(exercise_id: str) -> Path:
-    exercise = importlib.import_module(PACKAGES[exercise_id] + ".decide").EXERCISE
-    return REPO_ROOT / "solutions" / exercise.filename
-
-
-def pristine_stub(exercise_id: str, tmp_path: Path) -> Path:
-    """The stub as committed (git HEAD), or the working copy when git is unavailable."""
-    exercise = importlib.import_module(PACKAGES[exercise_id] + ".decide").EXERCISE
-    relative = f"exercises/{exercise.filename}"
-    try:
-        text = subprocess.run(
-            ["git", "show", f"HEAD:{relative}"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        text = (REPO_ROOT / relative).read_text()
-    target = tmp_path / exercise.filename
-    target.write_text(text)
-    return target
+    return load_exercise(exercise_id).max_points
 
 
 def variant(exercise_id: str, tmp_path: Path, replacements: list[tuple[str, str]], name: str) -> Path:
@@ -137,10 +89,10 @@ def test_solution_scores_full_marks(exercise_id: str, seed: int) -> None:
 
 @pytest.mark.parametrize("exercise_id", sorted(PACKAGES))
 def test_untouched_stub_scores_zero_not_done_yet(exercise_id: str, tmp_path: Path) -> None:
-    results = grade(exercise_id, pristine_stub(exercise_id, tmp_path))
+    results = grade(exercise_id, harness.pristine_stub(exercise_id, tmp_path))
     assert score(results) == 0
     for verdict, _ in results.values():
-        assert "not done yet" in verdict.hints
+        assert verdict.hints and verdict.hints[0].startswith("not done yet"), verdict
 
 
 @pytest.mark.parametrize("exercise_id", sorted(PACKAGES))
@@ -198,9 +150,8 @@ def hardcoded(exercise_id: str, tmp_path: Path, seed: int, function: str) -> Pat
         return result
 
     setattr(learner, function, spy)
-    salt = zlib.crc32(str(exercise.number).encode())
     for index, check in enumerate(exercise.checks):
-        inputs = json.loads(json.dumps(check.plan(np.random.default_rng([seed, salt, index]))))
+        inputs = json.loads(json.dumps(check.plan(check_rng(seed, exercise, index))))
         getattr(observer, check.observe)(learner, inputs)
     text = solution(exercise_id).read_text() + (
         f"\n\nimport itertools as _it\n\n_ANSWERS = _it.cycle({json.loads(json.dumps(recorded))!r})\n\n\n"
@@ -436,6 +387,13 @@ def test_ex07b_hardcoded_keys_fail_on_another_seed(tmp_path: Path) -> None:
 
 
 EX07B_WRONG = {
+    # notebook 07's BackendSelect kernel transcribed: the lab's helper, which models strided cpu/cuda/meta only
+    "lab_helper_from_notebook_07": (
+        [("    key_set = lab.DispatchKeySet(compute_dispatch_key(dtype, layout, device))\n",
+          "    from labsupport.c10 import tensor_options\n\n"
+          "    key_set = tensor_options.compute_dispatch_key_set(dtype, layout, device)\n")],
+        {"7b.2": "your kernel raised for some options"},
+    ),
     # the dtype is ignored: quantized dtypes give the dense key
     "ignores_dtype": (
         [('        return f"Quantized{backend}" if dtype in _QUANTIZED_DTYPES else backend', "        return backend")],
@@ -493,6 +451,11 @@ def test_ex07b_reference_key_agrees_with_pytorch(torch_ref: Any) -> None:
 # ------------------------------------------------------------------------------ ex04c autocast
 EX04C_WRONG = {
     # no guard: the kernel calls the operator again with its own key still in the key set
+    "notebook_04_copied": (  # the notebook's kernel: AutocastCPU excluded even in the CUDA kernel, one dtype
+        [("    with lab.ExcludeDispatchKeyGuard(lab.DispatchKeySet(_AUTOCAST_KEY[device_type])):",
+          '    with lab.ExcludeDispatchKeyGuard(lab.DispatchKeySet("AutocastCPU")):')],
+        {"4c.1": "must exclude its own Autocast key"},
+    ),
     "no_guard": (
         [("    with lab.ExcludeDispatchKeyGuard(lab.DispatchKeySet(_AUTOCAST_KEY[device_type])):\n",
           "    if True:\n")],
@@ -693,3 +656,5 @@ def test_hints_start_at_the_notebook_and_never_show_code(exercise_id: str) -> No
         assert levels[1] != levels[0], reason
         for text in levels:
             assert "def " not in text and "return " not in text and "\n" not in text, reason
+            for code in (r"with lab\.", r"DispatchKeySet\(", r"ks\s*[&|-]", r"after_autograd_keyset", r"\.redispatch\("):
+                assert not re.search(code, text), (reason, code, text)

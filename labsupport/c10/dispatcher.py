@@ -143,9 +143,11 @@ class DispatchRecursionError(RuntimeError):
         advice = ""
         if key.startswith("Autograd"):
             advice = (
-                " An autograd kernel must step below autograd before calling the operator again: wrap the "
-                "call in `with AutoDispatchBelowADInplaceOrView():` (C++: at::AutoDispatchBelowADInplaceOrView, "
-                "formerly AutoNonVariableTypeMode), or call op.redispatch(ks & after_autograd_keyset, ...)."
+                " Calling the operator from its autograd kernel starts a new dispatch on the same tensors, whose "
+                "key set still holds the autograd key, so the dispatcher lands on this kernel again. PyTorch's "
+                "autograd kernels (VariableType) first step below autograd, so that the next dispatch skips the "
+                "autograd keys and reaches the backend kernel: notebook 04, section 6 (an autograd kernel that "
+                "redispatches) shows the two ways."
             )
         return (
             f"{name} re-entered its {key} kernel '{kernel}' again and again ({n} times before Python's "

@@ -1,15 +1,18 @@
 """The lab's grader: ``lab.grade("ex04")`` in a notebook, ``make grade EX=ex04`` (or
 ``.venv/bin/python -m labsupport.grade ex04``) in a shell.
 
-The learner's code runs in a sandboxed worker process that only reports observations; this process
-makes the inputs from a seed, computes the expected values with the lab's engine and decides. The pieces:
+Two parts, and the learner's code runs in only one of them:
 
-* ``checking``  -- Exercise / Check / Verdict, what exercise graders are written with (GRADER_PROTOCOL.md)
-* ``<exercise>/decide.py`` + ``observe.py`` -- the checks of each exercise (parent side, worker side)
-* ``worker``    -- the sandboxed process that runs the learner's code (``sandbox``: rlimits, Landlock, seccomp)
-* ``runner``    -- plans inputs, starts the workers (in parallel, capped, timed) and decides the verdicts
-* ``results``   -- the report text and Gradescope's results.json
-* ``release``, ``gradescope`` -- the student edition and the Gradescope autograder bundle
+* what the worker observes -- ``worker`` (the sandboxed process: ``sandbox`` confines it) calls each
+  exercise's ``<exercise>/observe.py`` on the given inputs and reports plain JSON (``jsonable``);
+* what the parent decides -- ``runner`` plans the inputs from the seed (``checking.check_rng``), runs the
+  workers (``processes``: caps, deadlines, a fork server) and ``verdicts`` turns what came back into
+  results with each ``<exercise>/decide.py`` (``deciding``: its shared readers), never seen by the worker.
+
+``checking`` holds what exercises are written with (Exercise, Check, Verdict; GRADER_PROTOCOL.md),
+``registry`` finds them, ``results`` writes the report and Gradescope's results.json, ``pristine`` gives
+the untouched stubs to tests, ``release`` and ``gradescope`` write the student edition and the
+Gradescope bundle.
 """
 
 from __future__ import annotations
@@ -82,5 +85,14 @@ def needs_seed(result: GradeResult) -> bool:
     """True when some check failed for a reason other than "not done yet" (so inputs matter)."""
     return any(not c.passed and NOT_DONE not in c.hint for e in result.exercises for c in e.checks)
 
+
+class _GradePackage(ModuleType):
+    """``labsupport.grade`` is the grader's package and, called, ``grade()``: ``lab.grade("ex04")`` (DESIGN.md's
+    contract) and ``import labsupport.grade.checking`` both work."""
+
+    __call__ = staticmethod(grade)
+
+
+_sys.modules[__name__].__class__ = _GradePackage
 
 __all__ = ["CheckResult", "ExerciseResult", "GradeResult", "grade", "load_exercise"]

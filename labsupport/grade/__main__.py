@@ -1,4 +1,4 @@
-"""``python -m labsupport.grade [EXERCISE ...] [--solutions] [--json FILE] [--timeout S] [--jobs N]
+"""``.venv/bin/python -m labsupport.grade [EXERCISE ...] [--solutions] [--json FILE] [--timeout S] [--jobs N]
 [--submissions DIR] [--strict] [--seed N]`` (``make grade`` runs it with the lab's venv).
 
 Exit code: 0 when every check passed, 1 when some check failed, 2 when grading itself could not run

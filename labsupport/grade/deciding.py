@@ -7,6 +7,8 @@ garbage instead of raising.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from labsupport.grade.checking import Verdict
@@ -19,6 +21,30 @@ def passed(message: str) -> Verdict:
 def failed(message: str, *hints: str) -> Verdict:
     """A failed check; ``hints`` go from a pointer to the notebook to the most specific one."""
     return Verdict(False, message, tuple(h for h in hints if h))
+
+
+def most_common(wrong: list[Any]) -> Any:
+    """The first of the wrong answers ``(reason, ...)`` whose reason most of them share: the hint names the
+    misunderstanding the answers show most, not whatever the first random case happened to hit."""
+    top = Counter(w[0] for w in wrong).most_common(1)[0][0]
+    return next(w for w in wrong if w[0] == top)
+
+
+def compare_records(
+    observed: Any, expected_all: list[Any], valid: Callable[[Any], bool], format_hints: tuple[str, ...]
+) -> list[tuple[int, Any, Any]] | Verdict:
+    """``(index, given, expected)`` of every call whose observation differs from the reference's, or a
+    failed Verdict when the observations are missing or malformed (untrusted data)."""
+    if not isinstance(observed, list) or len(observed) != len(expected_all):
+        return Verdict(False, "some calls gave no observation", format_hints)
+    wrong = []
+    for number, (given, expected) in enumerate(zip(observed, expected_all)):
+        if given == expected:
+            continue
+        if not valid(given):
+            return Verdict(False, f"the observation of call {number + 1} is malformed: {str(given)[:80]}", format_hints)
+        wrong.append((number, given, expected))
+    return wrong
 
 
 def garbled(what: str) -> Verdict:

@@ -1,5 +1,6 @@
-"""The Gradescope autograder bundle: ``python -m labsupport.grade.gradescope --out autograder.zip``
-(``make gradescope``), and what its ``run_autograder`` runs: ``python -m labsupport.grade.gradescope run``.
+"""The Gradescope autograder bundle: ``make gradescope`` (``.venv/bin/python -m
+labsupport.grade.gradescope --out autograder.zip``), and what its ``run_autograder`` runs:
+``python -m labsupport.grade.gradescope run`` (with the bundle's own venv).
 
 Gradescope unpacks the zip into ``/autograder/source``, runs ``setup.sh`` once when the image is built,
 then for each submission copies the student's files to ``/autograder/submission`` and runs

@@ -36,28 +36,57 @@ def text(value: Any, limit: int = MAX_TEXT) -> str:
     return result if len(result) <= limit else result[: limit - 3] + "..."
 
 
-def where(error: BaseException, learner: ModuleType | None) -> str:
-    """``ex04_register.py:31 in myadd_cpu: return ...``: the innermost line of the learner's file."""
-    wanted = _resolved(getattr(learner, "__file__", None) or "")
+def learner_frame(error: BaseException, path: str | Path) -> traceback.FrameSummary | None:
+    """The innermost traceback frame of ``error`` (or of its causes) that lies in the learner's file."""
+    wanted = _resolved(str(path))
     seen: set[int] = set()
     current: BaseException | None = error
-    while current is not None and id(current) not in seen:
+    while wanted and current is not None and id(current) not in seen:
         seen.add(id(current))
-        frames = [f for f in traceback.extract_tb(current.__traceback__) if wanted and _resolved(f.filename) == wanted]
+        frames = [f for f in traceback.extract_tb(current.__traceback__) if _resolved(f.filename) == wanted]
         if frames:
-            frame = frames[-1]
-            code = f": {frame.line.strip()}" if frame.line else ""
-            return f"{Path(frame.filename).name}:{frame.lineno} in {frame.name}{code}"
+            return frames[-1]
+        if isinstance(current, SyntaxError) and current.filename and _resolved(current.filename) == wanted:
+            line = (current.text or "").strip()
+            return traceback.FrameSummary(current.filename, current.lineno or 0, "<module>", line=line)
         current = current.__cause__ or current.__context__
+    return None
+
+
+def where(error: BaseException, learner: ModuleType | None) -> str:
+    """``ex04_register.py:31 in myadd_cpu: return ...``: the innermost line of the learner's file."""
+    frame = learner_frame(error, getattr(learner, "__file__", None) or "")
+    if frame is not None:
+        code = f": {frame.line.strip()}" if frame.line else ""
+        return f"{Path(frame.filename).name}:{frame.lineno} in {frame.name}{code}"
     last = traceback.extract_tb(error.__traceback__)
     if last:
-        return f"{_short(last[-1].filename)}:{last[-1].lineno} in {last[-1].name}"
+        return f"{short_path(last[-1].filename)}:{last[-1].lineno} in {last[-1].name}"
     return ""
 
 
 def error_record(error: BaseException, learner: ModuleType | None) -> dict[str, Any]:
     """``{"type", "message", "where"}`` of an exception raised by (or through) the learner's code."""
     return {"type": type(error).__name__, "message": text(error), "where": where(error, learner)}
+
+
+_BUILDS: dict[tuple[str, int], tuple[ModuleType, Any]] = {}
+
+
+def build_once(kind: str, learner: ModuleType, make: Callable[[str], Any]) -> tuple[Any, dict[str, Any] | None]:
+    """``(build, None)`` or ``(None, error_record)``: what ``make(name)`` built from this learner module,
+    made once per worker (every check of an exercise observes the same build); the stub's
+    NotImplementedError propagates."""
+    key = (kind, id(learner))
+    if key not in _BUILDS:
+        try:
+            _BUILDS[key] = (learner, ("built", make(f"grade_{kind}_{len(_BUILDS)}")))
+        except Exception as error:
+            if is_stub(error):
+                raise
+            _BUILDS[key] = (learner, ("failed", error_record(error, learner)))
+    state, value = _BUILDS[key][1]
+    return (value, None) if state == "built" else (None, value)
 
 
 def attempt(learner: ModuleType | None, fn: Callable[[], Any]) -> tuple[bool, Any]:
@@ -147,7 +176,8 @@ def _resolved(filename: str) -> str:
         return filename
 
 
-def _short(filename: str) -> str:
+def short_path(filename: str) -> str:
+    """A file name without the user's directories: ``labsupport/c10/dispatcher.py``."""
     parts = Path(filename).parts
     for anchor in ("labsupport", "build"):
         if anchor in parts:

@@ -1,9 +1,8 @@
 """The exercises the grader knows, and how names given on the command line map to them.
 
-An exercise is either a package ``labsupport/grade/<exNN[x]_name>/`` with ``decide.py`` (parent side)
-and ``observe.py`` (worker side), or an old-style module ``labsupport/grade/<exNN_name>.py`` whose checks
-run in the worker. Both are found by looking at the folder, so adding an exercise needs no edit here;
-``MODULES`` maps each id to the module that holds its ``EXERCISE``.
+An exercise is a package ``labsupport/grade/<exNN[x]_name>/`` with ``decide.py`` (parent side) and
+``observe.py`` (worker side). Packages are found by looking at the folder, so adding an exercise needs
+no edit here; ``MODULES`` maps each id ("ex04", "ex04b") to its decide module, which holds ``EXERCISE``.
 """
 
 from __future__ import annotations
@@ -20,17 +19,12 @@ _ID = re.compile(r"^(ex\d\d[a-z]?)_\w+$")
 
 
 def _discover(folder: Path = GRADE_DIR) -> dict[str, str]:
-    """exercise id -> module holding its EXERCISE (a package's decide.py wins over an old module)."""
+    """exercise id -> the decide module holding its EXERCISE."""
     found: dict[str, str] = {}
     for entry in sorted(folder.iterdir(), key=lambda p: p.name):
-        stem = entry.name.removesuffix(".py")
-        match = _ID.match(stem)
-        if match is None:
-            continue
-        if entry.is_dir() and (entry / "decide.py").is_file():
-            found[match.group(1)] = f"labsupport.grade.{stem}.decide"
-        elif entry.suffix == ".py" and match.group(1) not in found:
-            found[match.group(1)] = f"labsupport.grade.{stem}"
+        match = _ID.match(entry.name)
+        if match is not None and entry.is_dir() and (entry / "decide.py").is_file():
+            found[match.group(1)] = f"labsupport.grade.{entry.name}.decide"
     return dict(sorted(found.items(), key=lambda item: _order(item[0])))
 
 
@@ -43,10 +37,6 @@ MODULES: dict[str, str] = _discover()
 
 def exercise_ids() -> list[str]:
     return list(MODULES)
-
-
-def module_name(exercise_id: str) -> str:
-    return MODULES[exercise_id]
 
 
 def load_exercise(exercise_id: str) -> Exercise:

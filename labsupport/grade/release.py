@@ -1,4 +1,5 @@
-"""The student edition of the course: ``python -m labsupport.grade.release --out DIR`` (``make student-edition``).
+"""The student edition of the course: ``make student-edition`` (``.venv/bin/python -m
+labsupport.grade.release --out DIR``).
 
 nbgrader's release step, in spirit: the instructor edition is the repository; the student edition is
 a copy of it without what only instructors may see:

@@ -1,6 +1,6 @@
 """Grading runs: the trusted parent. One sandboxed worker per (folder, exercise), in parallel.
 
-For a two-part exercise the parent makes each check's inputs (``plan(rng)`` from the seed) and sends
+The parent makes each check's inputs (``plan(rng)`` from the seed) and sends
 them to the worker (inputs only: never an expected value); ``processes`` runs the worker under caps
 and a deadline and brings back its raw output; ``verdicts`` validates what came back and calls
 ``decide(inputs, observed)`` here. Progressive hints use the attempt history this process keeps
@@ -28,7 +28,7 @@ from typing import Any
 
 from labsupport.grade.checking import Exercise, check_rng
 from labsupport.grade.processes import Reaper, ZygotePool, kill_workers, spawn
-from labsupport.grade.registry import REPO_ROOT, exercise_ids, load_exercise, module_name, resolve
+from labsupport.grade.registry import REPO_ROOT, exercise_ids, load_exercise, resolve
 from labsupport.grade.results import CheckResult, ExerciseResult, GradeResult
 from labsupport.grade.sandbox import MiB, Policy
 from labsupport.grade.verdicts import judge
@@ -179,12 +179,7 @@ def _start_zygotes(tasks: list[_Task], settings: Settings, jobs: int, reaper: Re
         return None
     modules: list[str] = list(PRELOAD)
     for exercise_id in dict.fromkeys(t.exercise_id for t in tasks):
-        exercise = load_exercise(exercise_id)
-        try:
-            two_part = is_two_part(exercise)
-        except ValueError:
-            continue  # reported by its own task
-        modules.append(exercise.observer if two_part else module_name(exercise_id))  # never a decide module
+        modules.append(load_exercise(exercise_id).observer)  # the worker side only: never a decide module
     try:
         return ZygotePool(min(jobs, len(tasks)), modules, reaper.token)
     except Exception:  # fall back to a fresh interpreter per worker
@@ -219,41 +214,25 @@ def _safe_run_task(
 # ---- one task --------------------------------------------------------------------------------------
 
 
-def is_two_part(exercise: Exercise) -> bool:
-    """True for plan/observe/decide checks, False for old-style ones; a mixture is an authoring error."""
-    kinds = {check.plan is not None for check in exercise.checks}
-    if len(kinds) > 1:
-        raise ValueError(f"{exercise.id} mixes old-style checks (@EXERCISE.check) with two-part ones (add_check)")
-    if True in kinds:
-        if not exercise.observer:
-            raise ValueError(f"{exercise.id}: two-part checks need Exercise(observer='<worker-side module>')")
-        missing = [c.number for c in exercise.checks if not c.observe or c.decide is None]
-        if missing:
-            raise ValueError(f"{exercise.id}: checks {missing} need both observe= and decide=")
-    return True in kinds
-
-
 def plan_inputs(exercise: Exercise, seed: int) -> dict[str, Any]:
-    """Each two-part check's inputs, made here from the seed (JSON round-tripped: what the worker gets)."""
-    inputs: dict[str, Any] = {}
-    for index, check in enumerate(exercise.checks):
-        if check.plan is not None:
-            inputs[check.number] = json.loads(json.dumps(check.plan(check_rng(seed, exercise, index))))
-    return inputs
+    """Each check's inputs, made here from the seed (JSON round-tripped: exactly what the worker gets)."""
+    return {
+        check.number: json.loads(json.dumps(check.plan(check_rng(seed, exercise, index))))
+        for index, check in enumerate(exercise.checks)
+    }
 
 
 def _run_task(
     task: _Task, seed: int, settings: Settings, tmp: Path, reaper: Reaper, zygotes: ZygotePool | None = None
 ) -> ExerciseResult:
     exercise = load_exercise(task.exercise_id)
-    two_part = is_two_part(exercise)
     folder = exercises_folder(task.folder.resolve())
     path = folder / exercise.filename
     display = f"{display_name(folder)}/{exercise.filename}"
     result = ExerciseResult(exercise.id, exercise.number, exercise.title, display, exercise.notebook)
     box = tmp / "box"
     box.mkdir(parents=True)
-    inputs = plan_inputs(exercise, seed) if two_part else {}
+    inputs = plan_inputs(exercise, seed)
     policy = Policy(
         tmp=str(box),
         read=_read_paths(folder),
@@ -267,19 +246,13 @@ def _run_task(
         "strict": settings.strict,
         "policy": asdict(policy),
         "preload": list(PRELOAD),
+        "observer": exercise.observer,
+        "checks": [{"check": c.number, "observe": c.observe, "inputs": inputs[c.number]} for c in exercise.checks],
     }
-    if two_part:
-        job.update(
-            mode="observe",
-            observer=exercise.observer,
-            checks=[{"check": c.number, "observe": c.observe, "inputs": inputs[c.number]} for c in exercise.checks],
-        )
-    else:
-        job.update(mode="legacy", module=module_name(exercise.id), seed=seed)
     outcome = spawn(job, box, settings.timeout, reaper, zygotes)
     result.seconds = outcome.seconds
     judge(exercise, inputs, outcome, result, strict=settings.strict, timeout=settings.timeout)
-    if settings.history and two_part and result.status != "sandbox-unavailable":
+    if settings.history and result.status != "sandbox-unavailable":
         _update_history(folder, exercise, result)
     return result
 

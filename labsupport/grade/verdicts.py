@@ -25,7 +25,10 @@ REFUSALS = {
     "signal": "your code tried to send a signal to another process ({what}); the grader does not allow that",
     "write": "your code tried to write {what}, outside its temporary folder; the grader does not allow that",
 }
-RECURSION_POINTER = "notebook 04 (seed 003) shows an Autograd kernel stepping below autograd before calling again"
+RECURSION_POINTER = (
+    "notebook 04, section 6 (an autograd kernel that redispatches): what an Autograd kernel must do before it "
+    "calls the operator again"
+)
 STOPPED = {
     "timeout": "timed out after {timeout:g} s",
     "output": f"stopped: your code printed more than {OUTPUT_CAP // MiB} MiB",
@@ -112,9 +115,6 @@ def judge(
         if "error" in line:
             _fail_error(cr, _as_dict(line["error"]), result.file)
             continue
-        if check.plan is None:
-            _legacy(cr, line.get("legacy"))
-            continue
         if "observed" not in line:
             cr.message = "failed: the grader received no observation for this check"
             continue
@@ -153,20 +153,6 @@ def _decide(cr: CheckResult, check: Check, inputs: Any, observed: Any, result: E
     cr.hint = cr.hints[0] if cr.hints and not cr.passed else ""
 
 
-def _legacy(cr: CheckResult, verdict: Any) -> None:
-    """An old-style check's own verdict (computed in the worker: removed once every exercise is ported)."""
-    if not isinstance(verdict, dict):
-        cr.message = "failed: the worker's report for this check was not understood"
-        return
-    cr.passed = verdict.get("passed") is True
-    cr.score = cr.points if cr.passed else 0
-    cr.message = str(verdict.get("message", ""))[:20000]
-    cr.hint = str(verdict.get("hint", ""))[:5000]
-    error = verdict.get("error")
-    if isinstance(error, dict) and error.get("type") == "DispatchRecursionError":
-        cr.hint = RECURSION_POINTER  # the error's own message already explains the fix: say it once
-
-
 def _fail_attempts(cr: CheckResult, attempts: Any, when: str) -> None:
     items = attempts if isinstance(attempts, list) else []
     texts = []
@@ -180,11 +166,20 @@ def _fail_attempts(cr: CheckResult, attempts: Any, when: str) -> None:
 
 
 def _fail_error(cr: CheckResult, error: dict[str, Any], display: str, importing: bool = False) -> None:
+    message, hint = describe_error(error, display, importing)
+    if error.get("attempts"):
+        _fail_attempts(cr, error["attempts"], "")
+        cr.message = f"{cr.message}\n{message}"
+        return
+    cr.message, cr.hint = message, hint
+
+
+def describe_error(error: dict[str, Any], display: str, importing: bool = False) -> tuple[str, str]:
+    """(message, hint) for an exception the worker described (``worker.describe``): its type and words,
+    the line of the learner's file, and one hint (the error's own explanation is not repeated)."""
     kind = str(error.get("kind", ""))
     if kind == "missing":
-        cr.message = f"{display} is missing"
-        cr.hint = "submit the file with the name of the stub"
-        return
+        return f"{display} is missing", "submit the file with the name of the stub"
     text = str(error.get("message", ""))
     name = str(error.get("type", "Error"))
     message = f"{name}: {text}" if text else name
@@ -196,20 +191,13 @@ def _fail_error(cr: CheckResult, error: dict[str, Any], display: str, importing:
         message += f"\nraised in {error['location']}"
     if importing:
         message = f"importing {display} failed:\n{message}"
-    if error.get("attempts"):
-        _fail_attempts(cr, error["attempts"], "")
-        cr.message = f"{cr.message}\n{message}"
-        return
-    cr.message = message
-    if kind == "recursion" and name == "DispatchRecursionError":  # its message already explains the fix
-        cr.hint = RECURSION_POINTER
-        return
-    cr.hint = {
+    if kind == "recursion" and name == "DispatchRecursionError":  # its message already explains the mistake
+        return message, RECURSION_POINTER
+    hint = {
         "not-done": f"{NOT_DONE}: this is the stub's NotImplementedError; the message above says what to write",
         "recursion": (
-            "an Autograd kernel must step below autograd before calling the operator again: "
-            "`with lab.AutoDispatchBelowADInplaceOrView(): op.call(...)`, or redispatch with "
-            "`ks & lab.after_autograd_keyset` (notebook 04, seed 003)"
+            "a kernel kept calling itself: an Autograd kernel that calls the operator again lands on itself "
+            "unless it first steps below autograd (notebook 04, section 6)"
         ),
         "memory": "your code used more memory than the grader allows (about 1 GiB)",
         "exit": "your code called sys.exit() or raised SystemExit; return a value instead",
@@ -219,7 +207,10 @@ def _fail_error(cr: CheckResult, error: dict[str, Any], display: str, importing:
         ),
     }.get(kind, "")
     if kind == "refused" and error.get("filename"):
-        cr.hint = f"your code tried to open {error['filename']}; " + cr.hint
+        hint = f"your code tried to open {error['filename']}; " + hint
+    return message, hint
+
+
 
 
 def _fail_missing(

@@ -11,8 +11,6 @@ It is the only process that runs the learner's code, and it decides nothing. In 
 
 The result fd is a pipe passed by the parent (``pass_fds``); only JSON goes through it. The learner's
 code can write on it too, which is why the parent validates every line and computes every verdict.
-Old-style exercises (``@EXERCISE.check``) still run their checks here and report ``{"legacy": ...}``
-lines, until they are ported to the two-part style.
 """
 
 from __future__ import annotations
@@ -97,7 +95,7 @@ class Attempts:
 
 def describe(error: BaseException, path: Path, display: str, attempts: list[dict[str, str]]) -> dict[str, Any]:
     """An exception as plain data: type, message, where in the learner's file, and why it matters."""
-    from labsupport.grade.checking import learner_frame
+    from labsupport.grade.jsonable import learner_frame, short_path
 
     kind = type(error).__name__
     try:
@@ -122,7 +120,7 @@ def describe(error: BaseException, path: Path, display: str, attempts: list[dict
     else:
         last = traceback.extract_tb(error.__traceback__)
         if last and not isinstance(error, SyntaxError):
-            data["location"] = f"{_short(last[-1].filename)}:{last[-1].lineno} ({last[-1].name})"
+            data["location"] = f"{short_path(last[-1].filename)}:{last[-1].lineno} ({last[-1].name})"
     if isinstance(error, NotImplementedError) and text.startswith("ex"):
         data["kind"] = "not-done"
     elif kind == "DispatchRecursionError" or isinstance(error, RecursionError):
@@ -138,14 +136,6 @@ def describe(error: BaseException, path: Path, display: str, attempts: list[dict
     if attempts:
         data["attempts"] = attempts
     return data
-
-
-def _short(filename: str) -> str:
-    parts = Path(filename).parts
-    for anchor in ("labsupport", "build"):
-        if anchor in parts:
-            return "/".join(parts[parts.index(anchor) :])
-    return Path(filename).name
 
 
 def import_learner(path: Path) -> ModuleType:
@@ -204,7 +194,7 @@ class Channel:
 
 
 def run_observed(job: dict[str, Any], channel: Channel, attempts: Attempts) -> None:
-    """Two-part checks: call each observer function on its inputs, report what it returned."""
+    """Call each check's observer function on its inputs and report what it returned (or raised)."""
     observer = importlib.import_module(job["observer"])
     path, display = Path(job["file"]), job["display"]
     module = _import_or_report(path, display, channel, attempts)
@@ -228,37 +218,6 @@ def run_observed(job: dict[str, Any], channel: Channel, attempts: Attempts) -> N
         channel.send(message)
 
 
-def run_legacy(job: dict[str, Any], channel: Channel, attempts: Attempts) -> None:
-    """Old-style checks (``@EXERCISE.check``): they run here and report their own verdict."""
-    from labsupport.grade.checking import CheckFailed, Context, describe_exception
-
-    exercise = importlib.import_module(job["module"]).EXERCISE
-    path, display = Path(job["file"]), job["display"]
-    module = _import_or_report(path, display, channel, attempts)
-    if module is None:
-        return
-    ctx = Context(exercise, module, path, display, int(job["seed"]))
-    for check in exercise.checks:
-        channel.send({"start": check.number})
-        attempts.take()
-        ctx.check = check
-        verdict: dict[str, Any] = {"passed": False, "message": "", "hint": ""}
-        try:
-            verdict["message"] = check.fn(ctx) or ""
-            verdict["passed"] = True
-        except CheckFailed as failure:
-            verdict["message"], verdict["hint"] = failure.message, failure.hint
-        except BaseException as error:
-            _freeze(error)
-            verdict["message"], verdict["hint"] = describe_exception(error, path, display)
-            verdict["error"] = describe(error, path, display, [])
-        message: dict[str, Any] = {"check": check.number, "legacy": verdict}
-        refused = attempts.take()
-        if refused:
-            message["attempts"] = refused
-        channel.send(message)
-
-
 def _import_or_report(path: Path, display: str, channel: Channel, attempts: Attempts) -> ModuleType | None:
     attempts.armed = True
     try:
@@ -275,9 +234,12 @@ def _import_or_report(path: Path, display: str, channel: Channel, attempts: Atte
 
 
 def _freeze(error: BaseException) -> None:
-    from labsupport.grade.checking import freeze_message
-
-    freeze_message(error)
+    """Compute an exception's message now: some are built lazily from live state (the
+    DispatchRecursionError reads the dispatch table), which the observer may undo before reporting."""
+    try:
+        error._lab_message = str(error)  # type: ignore[attr-defined]
+    except BaseException:
+        pass
 
 
 def preload(names: list[str]) -> None:
@@ -295,7 +257,7 @@ def run_job(job: dict[str, Any], channel: Channel) -> int:
     """Confine this process, then run the learner's code for one exercise (the job is already read)."""
     from labsupport.grade.sandbox import Policy, apply
 
-    preload([*job.get("preload", []), job["observer"] if job["mode"] == "observe" else job["module"]])
+    preload([*job.get("preload", []), job["observer"]])
     policy = Policy(**job["policy"])
     report = apply(policy)
     report["strict"] = bool(job.get("strict"))
@@ -304,10 +266,7 @@ def run_job(job: dict[str, Any], channel: Channel) -> int:
         return 4  # fail closed: not one learner byte runs
     attempts = Attempts(policy.tmp)
     sys.addaudithook(attempts.hook)
-    if job["mode"] == "observe":
-        run_observed(job, channel, attempts)
-    else:
-        run_legacy(job, channel, attempts)
+    run_observed(job, channel, attempts)
     attempts.armed = False
     channel.send({"done": True})
     return 0

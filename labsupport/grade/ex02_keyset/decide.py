@@ -22,7 +22,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from labsupport.grade.checking import Exercise, Verdict
-from labsupport.grade.deciding import failed, garbled, passed, raised
+from labsupport.grade.deciding import failed, garbled, most_common, passed, raised
 
 EXERCISE = Exercise(
     id="ex02",
@@ -353,7 +353,7 @@ def key_set_hints(case: dict[str, Any], expected: int, got: int) -> tuple[str, .
             "DispatchKeySet's own set difference clears functionality bits only, which is what the exclude step "
             "needs; plain integer bit arithmetic does not know the difference",
         )
-    if extra & exclude & include & FUNCTIONALITY_BITS:
+    if extra & exclude & include & FUNCTIONALITY_BITS and not extra & exclude & ~include & FUNCTIONALITY_BITS:
         return (
             f"a key that is both included and excluded by the thread-local state is in your answer ({SECTION_TLS})",
             "the exclude set wins over the include set: the include set is added to the tensors' keys first, "
@@ -442,6 +442,7 @@ def decide_key_sets(inputs: Any, observed: Any) -> Verdict:
     results = _results(inputs, observed, "compute_dispatch_key_set")
     if isinstance(results, Verdict):
         return results
+    wrong: list[tuple[tuple[str, ...], str]] = []  # (hints, message) of every wrong call
     for n, (case, result) in enumerate(zip(inputs["cases"], results), start=1):
         if "error" in result:
             return _error_verdict(n, case, result["error"], "compute_dispatch_key_set")
@@ -457,11 +458,14 @@ def decide_key_sets(inputs: Any, observed: Any) -> Verdict:
             )
         got = result["raw"]
         if got != expected:
-            return failed(
+            wrong.append((
+                key_set_hints(case, expected, got),
                 f"{_inputs(n, case)}\nexpected {_ks(expected)}\ngot      {_ks(got)}\n"
                 f"  missing: {_describe_raw(expected & ~got)}\n  extra:   {_describe_raw(got & ~expected)}",
-                *key_set_hints(case, expected, got),
-            )
+            ))
+    if wrong:  # the misunderstanding most of the wrong calls show (one call can fit a narrower one)
+        hints, message = most_common(wrong)
+        return failed(f"{message}\n({len(wrong)} of {len(results)} calls wrong)", *hints)
     return passed(f"{len(results)} random calls match the key set the dispatcher computed")
 
 

@@ -10,10 +10,10 @@ hint names the most frequent one.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from labsupport.grade.checking import Exercise, Verdict
+from labsupport.grade.deciding import most_common
 
 EXERCISE = Exercise(
     id="ex04b",
@@ -263,7 +263,7 @@ def decide_tables(inputs: Any, observed: Any) -> Verdict:
                 wrong.append((reason, scenario, key, given[key], expected[key]))
     if not wrong:
         return Verdict(True, f"all {total} entries of {len(scenarios)} random tables are right")
-    reason, scenario, key, given, expected = _most_common(wrong)
+    reason, scenario, key, given, expected = most_common(wrong)
     shown = "missing" if given == ["<none>", "<none>"] else f"{given[0]} [{given[1]}]"
     message = (
         f"{len(wrong)} of {total} entries wrong. For example, registrations {scenario['registrations']}, "
@@ -271,12 +271,6 @@ def decide_tables(inputs: Any, observed: Any) -> Verdict:
         f"{expected[0] or '(nothing)'} [{expected[1]}]"
     )
     return Verdict(False, message, HINTS[reason])
-
-
-def _most_common(wrong: list[Any]) -> Any:
-    counts = Counter(w[0] for w in wrong)
-    top = counts.most_common(1)[0][0]
-    return next(w for w in wrong if w[0] == top)
 
 
 EXERCISE.add_check(

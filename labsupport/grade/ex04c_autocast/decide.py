@@ -11,11 +11,11 @@ on the lab's engine and compares what the backend kernels saw.
 
 from __future__ import annotations
 
-from collections import Counter
 from types import SimpleNamespace
 from typing import Any
 
 from labsupport.grade.checking import Exercise, Verdict
+from labsupport.grade.deciding import compare_records, most_common
 from labsupport.grade.ex04c_autocast import observe
 
 EXERCISE = Exercise(
@@ -90,10 +90,11 @@ REFERENCE = SimpleNamespace(autocast_kernel=reference_autocast_kernel)
 # --------------------------------------------------------------------------------------- decide
 HINTS: dict[str, tuple[str, ...]] = {
     "guard": (
-        f"an autocast kernel must exclude its own Autocast key before calling the operator again ({SECTION})",
-        "call the operator inside `with lab.ExcludeDispatchKeyGuard(<own Autocast key>):`; without it the call "
-        "comes straight back to the same autocast kernel (seed 003: 'we exclude the Autocast key from dispatch "
-        "before redispatching')",
+        f"an autocast kernel must exclude its own Autocast key before calling the operator again: the key it is "
+        f"registered on, which device_type names ({SECTION})",
+        "without that exclusion (or with another device's Autocast key excluded instead) the call comes straight "
+        "back to the same autocast kernel; the tutorial (seed 003) excludes the Autocast key for the whole call "
+        "with a guard",
     ),
     "nested_guard": (
         f"the exclusion must cover everything the operator does, not only the next dispatch ({SECTION})",
@@ -102,10 +103,11 @@ HINTS: dict[str, tuple[str, ...]] = {
         "whole call",
     ),
     "own_key_only": (
-        f"an autocast kernel excludes only its own key ({SECTION}; notes: 2.13 excludes AutocastCPU only, in a "
-        "CPU autocast kernel)",
-        "excluding every Autocast key switches off the other device's autocast for everything called inside; "
-        "exclude DispatchKeySet('AutocastCPU') in the CPU kernel and 'AutocastCUDA' in the CUDA kernel",
+        f"an autocast kernel excludes only its own key ({SECTION}; in PyTorch 2.13 a CPU autocast kernel "
+        "excludes AutocastCPU and nothing else)",
+        "excluding every Autocast key switches off the other device's autocast for everything called inside: "
+        "the kernel registered on AutocastCPU steps past AutocastCPU only, the one on AutocastCUDA past "
+        "AutocastCUDA only",
     ),
     "eligibility": (
         f"only eligible inputs are cast ({SECTION}; cached_cast in aten/src/ATen/autocast_mode.h)",
@@ -150,23 +152,14 @@ def _classify(scenario: dict[str, Any], given: dict[str, Any], expected: dict[st
 
 
 def _decide(inputs: Any, observed: Any) -> Verdict:
-    expected_all = observe.autocast_calls(REFERENCE, inputs)
     scenarios = inputs["scenarios"]
-    if not isinstance(observed, list) or len(observed) != len(expected_all):
-        return Verdict(False, "some calls gave no observation", HINTS["format"])
-    wrong = []
-    for number, (given, expected) in enumerate(zip(observed, expected_all)):
-        if given == expected:
-            continue
-        if not _valid_record(given):
-            return Verdict(
-                False, f"the observation of call {number + 1} is malformed: {str(given)[:80]}", HINTS["format"]
-            )
-        wrong.append((_classify(scenarios[number], given, expected), number, given, expected))
+    calls = compare_records(observed, observe.autocast_calls(REFERENCE, inputs), _valid_record, HINTS["format"])
+    if isinstance(calls, Verdict):
+        return calls
+    wrong = [(_classify(scenarios[n], given, expected), n, given, expected) for n, given, expected in calls]
     if not wrong:
         return Verdict(True, f"all {len(scenarios)} random autocast calls cast, guarded and redispatched right")
-    top = Counter(w[0] for w in wrong).most_common(1)[0][0]
-    reason, number, given, expected = next(w for w in wrong if w[0] == top)
+    reason, number, given, expected = most_common(wrong)
     s = scenarios[number]
     call = (
         f"policy {s['policy']}, inputs {[t['device'] + ' ' + t['dtype'] for t in s['tensors']]}, autocast on for "

@@ -9,11 +9,11 @@ dispatcher observer, the hook ``lab.trace()`` and the profiler use.
 
 from __future__ import annotations
 
-from collections import Counter
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from labsupport.grade.checking import Exercise, Verdict
+from labsupport.grade.deciding import most_common
 
 EXERCISE = Exercise(
     id="ex04d",
@@ -264,10 +264,10 @@ HINTS: dict[str, tuple[str, ...]] = {
     ),
     "redispatch": (
         f"what a kernel redispatches with decides the next step ({S04}, sections 6 and 8)",
-        "an autograd kernel (and the autograd fallback) redispatches with ks & after_autograd_keyset, which keeps "
-        "ADInplaceOrView; an ADInplaceOrView kernel with ks & after_ADInplaceOrView_keyset; the autocast kernel "
-        "makes a fresh call with AutocastCPU excluded (the TLS and the mask apply again); Tracer's fallback "
-        "steps past Tracer",
+        "an autograd kernel (and the autograd fallback) redispatches with its key set restricted to the keys after "
+        "autograd, which keeps ADInplaceOrView; an ADInplaceOrView kernel to the keys after ADInplaceOrView; the "
+        "autocast kernel makes a fresh call with AutocastCPU excluded (the TLS and the mask apply again); "
+        "Tracer's fallback steps past Tracer",
     ),
     "table": (
         f"the kernel a slot holds follows the table precedence ({S04}, section 10; exercise ex04b)",
@@ -353,8 +353,7 @@ def decide_paths(inputs: Any, observed: Any) -> Verdict:
         reasons.append((_classify(scenario, index, g, e), number, index, (g, e)))
     if not reasons:
         return Verdict(True, f"all {len(scenarios)} random paths predicted step by step")
-    top = Counter(r[0] for r in reasons).most_common(1)[0][0]
-    reason, number, index, (g, e) = next(r for r in reasons if r[0] == top)
+    reason, number, index, (g, e) = most_common(reasons)
     scenario = scenarios[number]
     message = (
         f"{len(reasons)} of {len(scenarios)} paths wrong. For example, kernels {scenario['kernels']}, tensors "

@@ -13,10 +13,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from labsupport.grade.jsonable import attempt, decode_array, error_record, is_stub, tensor
+from labsupport.grade.jsonable import attempt, build_once, decode_array, tensor
 
 FRAGMENT = "ex06_sqdiff.yaml"
-_BUILDS: dict[int, Any] = {}
 
 
 def fragment_text(graded_folder: Path | None = None) -> str:
@@ -54,15 +53,7 @@ def sqdiff_build(kernels: ModuleType, out_dir: str | Path | None = None, name: s
 
 def _build(learner: ModuleType) -> tuple[Any, dict[str, Any] | None]:
     """This learner module's build, made once per worker; or the record of why it failed."""
-    if id(learner) not in _BUILDS:
-        try:
-            _BUILDS[id(learner)] = (learner, sqdiff_build(learner, name=f"grade_ex06_{len(_BUILDS)}"))
-        except Exception as error:
-            if is_stub(error):
-                raise
-            _BUILDS[id(learner)] = (learner, error_record(error, learner))
-    value = _BUILDS[id(learner)][1]
-    return (None, value) if isinstance(value, dict) else (value, None)
+    return build_once("ex06", learner, lambda name: sqdiff_build(learner, name=name))
 
 
 def _tensor(b: Any, spec: dict[str, Any]) -> Any:

@@ -179,6 +179,9 @@ POP_ALL = (
 )
 
 
+RAISED = f"your fallback raised on this call; the line above is in your file ({S4})"
+
+
 def _raised_verdict(what: str, record: Any) -> Verdict:
     text = raised(record) or "an exception"
     message = str(record.get("message", "")) if isinstance(record, dict) else ""
@@ -196,7 +199,7 @@ def _raised_verdict(what: str, record: Any) -> Verdict:
             f"the per-element calls must get batch elements (plain tensors with data), not the batched tensor "
             f"itself: a BatchedTensor has no data of its own ({S4})",
         )
-    return failed(f"{what} raised {text}", f"your fallback raised on this call; the line above is in your file ({S4})")
+    return failed(f"{what} raised {text}", RAISED)
 
 
 def _result_verdict(what: str, record: Any, want: Any, size: int) -> Verdict | None:
@@ -335,7 +338,16 @@ def decide_stack(inputs: Any, observed: Any) -> Verdict:
             "caller below the arguments"
         )
         if "raised" in result:
-            return _raised_verdict(what, result["raised"])
+            verdict = _raised_verdict(what, result["raised"])
+            if below and verdict.hints == (RAISED,):  # the caller's entries below are what is new in this check
+                return failed(
+                    verdict.message,
+                    "your fallback raised when the stack held entries of the caller below this call's arguments: "
+                    "did it take them as arguments too? A boxed kernel owns only the top entries, as many as the "
+                    f"operator's schema has arguments ({S1}, {S3})",
+                    *POP_ALL[1:],
+                )
+            return verdict
         length = result.get("length")
         if not all(k is True for k in result["below_kept"]) or not isinstance(length, int) or length < below + 1:
             return failed(

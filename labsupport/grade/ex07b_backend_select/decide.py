@@ -10,11 +10,11 @@ observations come from the same operators, tensors and options the learner's ker
 
 from __future__ import annotations
 
-from collections import Counter
 from types import SimpleNamespace
 from typing import Any
 
 from labsupport.grade.checking import Exercise, Verdict
+from labsupport.grade.deciding import compare_records, most_common
 from labsupport.grade.ex07b_backend_select import observe
 
 EXERCISE = Exercise(
@@ -109,6 +109,12 @@ REFERENCE = SimpleNamespace(
 
 # --------------------------------------------------------------------------------------- decide
 HINTS: dict[str, tuple[str, ...]] = {
+    "raised": (
+        f"your kernel raised for some options (the message says which): every option listed in the exercise's "
+        f"docstring selects a backend kernel ({SECTION})",
+        "the lab's own tensor_options helper (notebook 07) models strided cpu, cuda and meta tensors only, and "
+        "raises for the other options; the key comes from your compute_dispatch_key",
+    ),
     "device": (
         f"the device option decides the backend ({SECTION}; c10::computeDispatchKey)",
         "no device means CPU; 'cuda:1' is a CUDA device (the index does not matter for the key); meta and xla "
@@ -127,13 +133,13 @@ HINTS: dict[str, tuple[str, ...]] = {
     ),
     "key_only": (
         f"a BackendSelect kernel redispatches with a key set that holds the computed key ({SECTION})",
-        "without tensor arguments the generated kernel builds DispatchKeySet(computeDispatchKey(dtype, layout, "
-        "device)) and calls op.redispatch with it; the key set it received only holds BackendSelect",
+        "without tensor arguments the generated kernel computes one backend key from dtype, layout and device "
+        "alone and redispatches to a key set made of that key; the key set it received only holds BackendSelect",
     ),
     "tensor_keys": (
         f"an operator with tensor arguments combines the options' key with the tensors' keys (torchgen's "
         f"ComputeBackendSelect, {SECTION})",
-        "the generated kernel ORs DispatchKeySet(computeDispatchKey(...)) with the tensors' key sets, so the "
+        "the generated kernel unions the key computed from the options with the tensors' key sets, so the "
         "highest backend of both wins: a CUDA tensor converted with device='cpu' still reaches the CUDA kernel",
     ),
     "mask": (
@@ -175,7 +181,7 @@ def decide_keys(inputs: Any, observed: Any) -> Verdict:
             wrong.append((reason, option, given, expected))
     if not wrong:
         return Verdict(True, f"the right key for all {len(options)} random (dtype, layout, device) options")
-    reason, option, given, expected = _pick(wrong)
+    reason, option, given, expected = most_common(wrong)
     return Verdict(
         False,
         f"{len(wrong)} of {len(options)} keys wrong, e.g. dtype={option[0]!r}, layout={option[1]!r}, "
@@ -184,29 +190,19 @@ def decide_keys(inputs: Any, observed: Any) -> Verdict:
     )
 
 
-def _pick(wrong: list[Any]) -> Any:
-    top = Counter(w[0] for w in wrong).most_common(1)[0][0]
-    return next(w for w in wrong if w[0] == top)
-
-
 def _decide_calls(inputs: Any, observed: Any, observer: Any, with_tensors: bool) -> Verdict:
     expected_all = observer(REFERENCE, inputs)
-    if not isinstance(observed, list) or len(observed) != len(expected_all):
-        return Verdict(False, "some calls gave no observation", HINTS["format"])
-    wrong = []
-    for number, (given, expected) in enumerate(zip(observed, expected_all)):
-        if given == expected:
-            continue
-        if not _valid_call(given):
-            return Verdict(
-                False, f"the observation of call {number + 1} is malformed: {str(given)[:80]}", HINTS["format"]
-            )
-        option = inputs["options"][number]
-        reason = _call_reason(given, expected, option, with_tensors, inputs.get("tensors", [{}] * (number + 1))[number])
-        wrong.append((reason, number, given, expected))
+    calls = compare_records(observed, expected_all, _valid_call, HINTS["format"])
+    if isinstance(calls, Verdict):
+        return calls
+    specs = inputs.get("tensors") or [{}] * len(expected_all)
+    wrong = [
+        (_call_reason(given, expected, inputs["options"][number], with_tensors, specs[number]), number, given, expected)
+        for number, given, expected in calls
+    ]
     if not wrong:
         return Verdict(True, f"all {len(expected_all)} calls reached the right backend kernel with the right key set")
-    reason, number, given, expected = _pick(wrong)
+    reason, number, given, expected = most_common(wrong)
     dtype, layout, device = inputs["options"][number]
     call = f"dtype={dtype!r}, layout={layout!r}, device={device!r}"
     if with_tensors:
@@ -240,6 +236,8 @@ def _call_reason(
 ) -> str:
     """Which misunderstanding a wrong call shows (``given`` is a valid call record)."""
     if "error" in given:
+        if "re-entered" not in given["error"] and "Recursion" not in given["error"]:
+            return "raised"
         return "mask" if with_tensors else "key_only"
     keys, kernel = set(given["keys"]), given["kernel"]
     if with_tensors and keys & ABOVE_BACKEND_SELECT:

@@ -255,6 +255,12 @@ def decide_yaml(inputs: Any, observed: Any) -> Verdict:
     )
 
 
+DROPS_ALPHA = (
+    f"your add drops alpha: add.Tensor computes self + alpha * other (and refuses an alpha the dtype cannot "
+    f"hold), and the bypass must pass alpha on to the kernel ({P3})"
+)
+
+
 def _result(what: str, seen: Any, case: dict[str, Any]) -> Verdict | None:
     """Compare one after-build call with the before answer."""
     want, error = before(case)
@@ -268,9 +274,14 @@ def _result(what: str, seen: Any, case: dict[str, Any]) -> Verdict | None:
             after = "raised " + str(raised(got)) if got else "returned a result"
             return failed(f"{what}: before the change it raised {type(error).__name__}: {error}; after it {after}",
                           *BYPASS_ALL)  # fmt: skip
-        return failed(
+        message = (
             f"{what}: before the change it raised {type(error).__name__}: {error}; after it "
-            f"{'raised ' + str(raised(got)) if got else 'returned ' + describe(seen.get('result'))}",
+            f"{'raised ' + str(raised(got)) if got else 'returned ' + describe(seen.get('result'))}"
+        )
+        if not got and case["alpha"] != 1 and before(case, alpha=1)[1] is None:  # the refusal was alpha's
+            return failed(message, DROPS_ALPHA)
+        return failed(
+            message,
             f"your add must behave exactly like the generated at::add, refusals included ({P3})",
         )
     if "raised" in seen:
@@ -303,9 +314,7 @@ def _result(what: str, seen: Any, case: dict[str, Any]) -> Verdict | None:
         one, _ = before(case, alpha=1)
         if case["alpha"] != 1 and one is not None and close(values, one._data, want._dtype.name):
             return failed(
-                f"{what}:\n  before {short(want._data)}\n  after  {short(values)} (what alpha=1 gives)",
-                f"your add drops alpha: add.Tensor computes self + alpha * other, and the bypass must pass alpha "
-                f"on to the kernel ({P3})",
+                f"{what}:\n  before {short(want._data)}\n  after  {short(values)} (what alpha=1 gives)", DROPS_ALPHA
             )
         return failed(f"{what}:\n  before {short(want._data)}\n  after  {short(values)}", f"see {P3}")
     return None
