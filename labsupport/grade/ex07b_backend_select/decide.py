@@ -236,7 +236,10 @@ def _call_reason(
 ) -> str:
     """Which misunderstanding a wrong call shows (``given`` is a valid call record)."""
     if "error" in given:
-        if "re-entered" not in given["error"] and "Recursion" not in given["error"]:
+        # an unmasked key set re-enters the kernel (recursion) or reaches a fallthrough kernel that the
+        # dispatcher's mask should have removed: both come from redispatching with keys above BackendSelect
+        symptoms = ("re-entered", "Recursion", "fallthrough_kernel was executed")
+        if not any(symptom in given["error"] for symptom in symptoms):
             return "raised"
         return "mask" if with_tensors else "key_only"
     keys, kernel = set(given["keys"]), given["kernel"]
