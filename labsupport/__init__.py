@@ -17,6 +17,7 @@ The public API (see DESIGN.md section 4)::
     lab.profiler.profile()               # operators seen by Dispatcher::call (torch.profiler)
     lab.count_instructions(fn), lab.bench # bytecode counts, timings, callgrind, before/after
     lab.show_keyset(ks, parts=...), lab.KeySetExplorer()
+    lab.jit.trace(fn, example_inputs)    # the Tracer key records a graph (torch.jit.trace)
 
 The generated front end is ``import labsupport.torch as torch``.
 """
@@ -55,6 +56,7 @@ from labsupport.c10.tls import (
     tls_exclude_set,
     tls_include_set,
 )
+from labsupport import jit
 from labsupport.tools import bench, profiler
 from labsupport.tools.bench import count_instructions
 from labsupport.tools.breakpoint import stop_at
@@ -154,6 +156,7 @@ __all__ = [
     "dispatcher",
     "fallthrough_kernel",
     "is_inference_mode_enabled",
+    "jit",
     "ops",
     "profiler",
     "pytorch_dump_style",

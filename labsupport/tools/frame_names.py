@@ -15,6 +15,7 @@ op_handle           operator handles: ``at::_ops::add_Tensor::call`` / ``::redis
 dispatcher          ``c10::Dispatcher::call`` / ``redispatch`` / ``callBoxed``
 autograd            autograd kernels: ``torch::autograd::VariableType::add_Tensor``
 ad_inplace_or_view  ``torch::ADInplaceOrView::add__Tensor``
+tracer              Tracer kernels: ``torch::TraceType::(anonymous namespace)::add_Tensor``
 kernel              backend kernels: ``at::wrapper_CPU_add_Tensor``, BackendSelect, Composite
 meta                structured ``meta()`` functions and the TensorIterator set-up they run
 native              ``at::native::`` kernels, structured ``impl()``
@@ -71,6 +72,7 @@ GENERATED_RULES: dict[str, tuple[Rule, ...]] = {
     "_ops": ((r"(?P<op>\w+)\.(?P<m>call|redispatch)", "op_handle", "at::_ops::{op}::{m}"),),
     "variable_type": ((TOP, "autograd", "torch::autograd::VariableType::{f}"),),
     "ad_inplace_or_view_type": ((TOP, "ad_inplace_or_view", "torch::ADInplaceOrView::{f}"),),
+    "trace_type": ((TOP, "tracer", "torch::TraceType::(anonymous namespace)::{f}"),),
     "register_cpu": (
         (r"(?P<f>wrapper_\w+)", "kernel", "at::{f}"),
         (r"(?P<c>structured_\w+)\.(?P<m>set_output_raw_strided)", "meta", "at::{c}::{m}"),
@@ -117,6 +119,9 @@ LAB_RULES: dict[str, tuple[Rule, ...]] = {
     "labsupport.autograd.variable_fallback": (
         (r"autograd_fallback", "fallback", "torch::autograd::basicAutogradNotImplementedFallbackImpl"),
         (r"_not_implemented", "fallback", "torch::autograd::autogradNotImplementedFallbackImpl"),
+    ),
+    "labsupport.jit.trace_type_manual": (
+        (r"general_trace_function", "fallback", "torch::jit::general_trace_function"),
     ),
     "labsupport.autograd.node": (
         (r"(?P<c>AccumulateGrad|\w*NotImplemented)\.apply", "autograd_node", "torch::autograd::{c}::apply"),
