@@ -55,11 +55,16 @@ class Value:
             head, dot, tail = name.rpartition(".")
             if dot and tail.isdigit():
                 base, suffix = head, int(tail)
-            suffix = max(suffix, self.graph._suffixes.get(base, 0) + 1)
-            while f"{base}.{suffix}" in names:
+            last = self.graph._suffixes.get(base)
+            if last is not None:
+                suffix = max(suffix, last + 1)
+            while True:  # ir.cpp: ss << name_base << "." << suffix++, until the name is free
+                candidate = f"{base}.{suffix}"
                 suffix += 1
+                if candidate not in names:
+                    break
             self.graph._suffixes[base] = suffix
-            owner.set_debug_name(f"{base}.{suffix}")
+            owner.set_debug_name(candidate)
         names[name] = self
         self.debug_name = name
         return self
@@ -159,13 +164,36 @@ class Graph:
 
         Value numbers are not reused, so the printed graph keeps the gaps (``%3`` after ``%a``).
         """
-        live = {id(v) for v in self.outputs}
+        # Alias classes (what AliasDb knows here): an in-place or out= node's output is its written input.
+        cls: dict[int, int] = {}
+
+        def find(v: Value) -> int:
+            return cls.get(id(v), id(v))
+
+        written: dict[int, list[Value]] = {}
+        for node in self.nodes:
+            schema = getattr(node.op, "schema", None)
+            if schema is None or not schema.is_mutable:
+                continue
+            targets = [node.inputs[i] for i, a in enumerate(schema.arguments)
+                       if a.annotation is not None and a.annotation.is_write and i < len(node.inputs)]  # fmt: skip
+            written[id(node)] = targets
+            if targets:
+                for out in node.outputs:
+                    cls[id(out)] = find(targets[0])
+        # A write is observable if it reaches a graph input or output, or a value used later.
+        live = {find(v) for v in self.outputs} | {find(v) for v in self.inputs}
         kept: list[Node] = []
         for node in reversed(self.nodes):
-            if node.is_mutating or any(id(v) in live for v in node.outputs):
+            writes_live = any(find(v) in live for v in written.get(id(node), ()))
+            if writes_live or any(find(v) in live for v in node.outputs):
                 kept.append(node)
-                live.update(id(v) for v in node.inputs)
+                live.update(find(v) for v in node.inputs)
         kept.reverse()
+        dead = {id(v) for n in self.nodes for v in n.outputs} - {id(v) for n in kept for v in n.outputs}
+        for name, value in list(self._names.items()):
+            if id(value) in dead:  # a destroyed Value gives its name back
+                del self._names[name]
         self.nodes = kept
 
     def __iter__(self) -> Iterator[Node]:

@@ -156,10 +156,11 @@ def user_frame() -> Any:
 
 
 def _shown_file(filename: str) -> str:
-    from labsupport.tools.frame_names import source_path
+    """PyTorch prints the frame's file as Python has it (absolute); the lab shortens its own files
+    and notebook cells (``<notebook cell>``) so that stored outputs do not depend on the machine."""
+    from labsupport.tools.frame_names import is_lab_file, source_path
 
-    shown = source_path(filename)
-    return shown if shown.startswith("<") or "/" in filename else filename
+    return source_path(filename) if is_lab_file(filename) else filename
 
 
 def record_source_location(node: Node) -> None:
