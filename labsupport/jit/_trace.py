@@ -121,7 +121,11 @@ class TracedFunction:
         from labsupport.tools.callgraph import CallGraph
         from labsupport.tools.trace import Frame
 
-        root = Frame("binding", self.name, f"graph {self.name}", "<traced>", 0, 0, "")
+        from labsupport.jit.tracer import _shown_file
+
+        code = getattr(self._fn, "__code__", None)
+        file = _shown_file(code.co_filename) if code is not None else "<traced>"
+        root = Frame("binding", self.name, f"graph {self.name}", file, code.co_firstlineno if code else 0, 0, "")
         for node in self.graph.nodes:
             if node.kind.startswith("prim::"):
                 continue
