@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from labsupport import jit
 from labsupport.autograd.variable_fallback import (
     autograd_not_implemented_fallback,
     autograd_not_implemented_inplace_or_view_fallback,
@@ -56,7 +57,6 @@ from labsupport.c10.tls import (
     tls_exclude_set,
     tls_include_set,
 )
-from labsupport import jit
 from labsupport.tools import bench, profiler
 from labsupport.tools.bench import count_instructions
 from labsupport.tools.breakpoint import stop_at

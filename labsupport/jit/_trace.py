@@ -118,10 +118,9 @@ class TracedFunction:
     def call_graph(self) -> Any:
         """The recorded nodes in the lab's call-graph view (``rec.call_graph()``'s tree and graphviz picture):
         the traced function on top, one box per recorded operator call below, in order."""
+        from labsupport.jit.tracer import _shown_file
         from labsupport.tools.callgraph import CallGraph
         from labsupport.tools.trace import Frame
-
-        from labsupport.jit.tracer import _shown_file
 
         code = getattr(self._fn, "__code__", None)
         file = _shown_file(code.co_filename) if code is not None else "<traced>"
