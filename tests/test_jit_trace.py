@@ -439,3 +439,22 @@ def test_pytorch_tracing_is_tls_only_and_matmul_records_itself(torch_ref):
     assert [n.kind() for n in traced.graph.nodes()] == ["aten::matmul"]  # not mm: the kernel nulls the state
     table = torch._C._dispatch_dump_table("aten::add.Tensor")
     assert re.search(r"^Tracer: registered at \S*TraceType_\d+\.cpp:\d+ \[kernel\]$", table, re.M)
+
+
+def test_manual_and_fallback_tracer_frames_carry_pytorchs_names():
+    lib = lab.Library("h13frames", "DEF")
+    lib.define("twice(Tensor x) -> Tensor")
+    lib.impl("twice", lambda x: lt.add(x, x), "CPU")
+    a, b = _t(1, 2), _t(3, 4)
+    with lab.trace() as rec:
+        lab.jit.trace(lambda x: lab.ops.h13frames.twice(x), (a,), check_trace=False)
+        traced = lab.jit.trace(lambda x, y: x.copy_(y), (a, b), check_trace=False)
+    names = [f.torch_name for f in rec if f.layer in ("tracer", "fallback")]
+    assert names[0] == "torch::jit::general_trace_function"  # TraceTypeManual.cpp:296, boxed
+    assert "torch::TraceType::(anonymous namespace)::copy_" in names  # TraceTypeManual.cpp, by hand
+    # the add inside twice's CPU kernel ran with Tracer gone from its key set
+    inner = [f for f in rec if f.torch_name == "c10::Dispatcher::call" and f.op == "aten::add.Tensor"]
+    assert inner and not inner[0].key_set.has(K.Tracer)
+    assert traced.graph.op_names() == ["aten::copy_"]
+    assert "%3 : Long(2, strides=[1], requires_grad=0, device=cpu) = aten::copy_(%x, %y, %2)" in traced.graph.str(False)
+    del lib
