@@ -1,9 +1,10 @@
 """What does tracing cost, off and on? Small CPU tensors, one process (median of interleaved repeats).
 
 Off (nobody traces): ``Tracer`` is in no key set, so the generated Tracer kernels are never reached;
-``torch.add`` pays nothing for them. To show it, a second build of the same ops.yaml is loaded with its
-own dispatcher and its Tracer kernels removed (its ``trace_type`` library closed): the bytecode count
-and the time of one ``torch.add`` are compared between the two.
+``torch.add`` pays nothing for them. To show it, the same ops.yaml is built twice more, each on a
+dispatcher of its own, and one of the two has its Tracer kernels removed (its ``trace_type`` library
+closed): the bytecode count and the time of one ``torch.add`` are compared between the two. (The
+before/after figure against PyTorch is ``benchmarks/torch_add.py``, run on both checkouts.)
 
 On:
 1. one ``torch.add`` recorded while a trace runs (Tracer kernel: a node, its constant, its output type);
@@ -22,6 +23,8 @@ import timeit
 import warnings
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 import labsupport as lab
 import labsupport.torch as lt
@@ -64,32 +67,34 @@ def measure(mod: Any, tracer: Callable[..., Any], label: str) -> dict[str, float
     return results
 
 
-def without_tracer_kernels() -> Any:
-    """The same build, on a dispatcher of its own, with its Tracer kernels unregistered."""
+def second_build(name: str, close_tracer_kernels: bool) -> tuple[Any, Any, Any]:
+    """The same ops.yaml built again on a dispatcher of its own (optionally with its Tracer kernels
+    unregistered), and two tensors of that build's own class."""
     from labsupport.c10.dispatcher import Dispatcher
     from labsupport.codegen.build import load_build
 
-    build = load_build(name="torch", dispatcher=Dispatcher("without Tracer kernels"))
-    build.trace_type.m.close()
-    assert "Tracer: add_Tensor [kernel]" not in build.dispatcher.dump_table("aten::add.Tensor")
-    return build
+    build = load_build(name="torch", dispatcher=Dispatcher(name))
+    if close_tracer_kernels:
+        build.trace_type.m.close()
+        assert "Tracer: add_Tensor [kernel]" not in build.dispatcher.dump_table("aten::add.Tensor")
+    cls = build.python_variable_methods.Tensor
+    a, b = (cls._make(np.array(v, dtype=np.float32), (2,), lt.float32, lt.device("cpu")) for v in ([1, 2], [3, 4]))
+    return build.python_torch_functions.add, a, b
 
 
 def main() -> None:
-    a, b = lt.tensor([1.0, 2.0]), lt.tensor([3.0, 4.0])
-    build = without_tracer_kernels()
-    plain = build.python_torch_functions
-    cls = build.python_variable_methods.Tensor  # that build's own tensors, made like torch.tensor makes them
-    pa, pb = (cls._make(t._data.copy(), t._sizes, t._dtype, t._device) for t in (a, b))
-    counts = {
-        "with Tracer kernels": lab.count_instructions(lambda: lt.add(a, b)),
-        "without Tracer kernels": lab.count_instructions(lambda: plain.add(pa, pb)),
+    # Two builds made the same way, so that the only difference is the Tracer kernels (a build made
+    # second runs at its own speed: compare the pair, not either of them with labsupport.torch).
+    cases = {
+        "with Tracer kernels": second_build("with Tracer kernels", False),
+        "without Tracer kernels": second_build("without Tracer kernels", True),
     }
-    times = {name: [] for name in counts}
+    counts = {name: lab.count_instructions(lambda add=add, a=a, b=b: add(a, b)) for name, (add, a, b) in cases.items()}
+    times: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(15):  # interleaved, so load that comes and goes hits both alike
-        times["with Tracer kernels"].append(timeit.timeit(lambda: lt.add(a, b), number=2000) / 2000 * 1e6)
-        times["without Tracer kernels"].append(timeit.timeit(lambda: plain.add(pa, pb), number=2000) / 2000 * 1e6)
-    print("tracing off, lab torch.add:")
+        for name, (add, a, b) in cases.items():
+            times[name].append(timeit.timeit(lambda add=add, a=a, b=b: add(a, b), number=2000) / 2000 * 1e6)
+    print("tracing off, torch.add:")
     for name, count in counts.items():
         print(f"  {name:<24} {count} bytecode instructions, {statistics.median(times[name]):.2f} us per call")
     print()
