@@ -17,6 +17,7 @@ The public API (see DESIGN.md section 4)::
     lab.profiler.profile()               # operators seen by Dispatcher::call (torch.profiler)
     lab.count_instructions(fn), lab.bench # bytecode counts, timings, callgrind, before/after
     lab.show_keyset(ks, parts=...), lab.KeySetExplorer()
+    lab.jit.trace(fn, example_inputs)    # the Tracer key records a graph (torch.jit.trace)
 
 The generated front end is ``import labsupport.torch as torch``.
 """
@@ -35,6 +36,7 @@ if _importlib_util.find_spec("numpy") is None:  # before anything imports numpy:
         name="labsupport",  # so `python -m labsupport.grade` prints this one line, not a traceback
     )
 
+from labsupport import jit
 from labsupport.autograd.variable_fallback import (
     autograd_not_implemented_fallback,
     autograd_not_implemented_inplace_or_view_fallback,
@@ -164,6 +166,7 @@ __all__ = [
     "dispatcher",
     "fallthrough_kernel",
     "is_inference_mode_enabled",
+    "jit",
     "ops",
     "profiler",
     "pytorch_dump_style",

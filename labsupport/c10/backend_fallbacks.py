@@ -14,6 +14,8 @@ What each lab fallback does:
   dispatcher's autograd slots switch to it. Until then (c10 used on its own) the slots hold
   ``autograd_fallback_below``, which only steps below autograd: PyTorch's "nothing" mode.
 * Meta: raises, because an operator with no Meta kernel cannot compute output shapes.
+* Tracer: ``labsupport.jit`` provides ``general_trace_function`` (kind "tracer") when imported; until
+  then the slot only steps past Tracer (nothing traces without labsupport.jit).
 * the others (Python, Functionalize, Conjugate, Tracer, Batched, ...) stand for machinery the lab
   does not model; each one only steps past its own key and redispatches, which is also what the real
   ones do when their feature is not in use.
@@ -58,7 +60,7 @@ BACKEND_FALLBACKS: tuple[tuple[str, str, str], ...] = (
     ("AutogradMeta", ATEN + "core/VariableFallbackKernel.cpp:98", "autograd"),
     ("AutogradHPU", ATEN + "core/VariableFallbackKernel.cpp:107", "autograd"),
     ("AutogradPrivateUse1", ATEN + "core/VariableFallbackKernel.cpp:111", "autograd"),
-    ("Tracer", "torch/csrc/autograd/TraceTypeManual.cpp:296", "pass"),
+    ("Tracer", "torch/csrc/autograd/TraceTypeManual.cpp:296", "tracer"),
     ("AutocastCPU", ATEN + "autocast_mode.cpp:330", "fallthrough"),
     ("AutocastMTIA", ATEN + "autocast_mode.cpp:472", "fallthrough"),
     ("AutocastMAIA", ATEN + "autocast_mode.cpp:510", "fallthrough"),

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from labsupport.c10.dispatcher import Dispatcher
-from labsupport.codegen import gen, gen_autograd, gen_python, gen_register
+from labsupport.codegen import gen, gen_autograd, gen_python, gen_register, gen_trace_type
 from labsupport.codegen.model import OpsRegistry, OpsYamlError, load_ops_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +40,7 @@ MODULES = (
     ("autograd_functions", "grad_fn node classes"),
     ("variable_type", "Autograd kernels"),
     ("ad_inplace_or_view_type", "ADInplaceOrView kernels"),
+    ("trace_type", "Tracer kernels"),
     ("register_cpu", "CPU kernels"),
     ("register_cuda", "CUDA kernels (simulated)"),
     ("register_meta", "Meta kernels"),
@@ -73,6 +74,7 @@ def generate(reg: OpsRegistry, source: str) -> dict[str, str]:
         "autograd_functions.py": gen_autograd.gen_autograd_functions(reg, source),
         "variable_type.py": gen_autograd.gen_variable_type(reg, source),
         "ad_inplace_or_view_type.py": gen_autograd.gen_ad_inplace_or_view(reg, source),
+        "trace_type.py": gen_trace_type.gen_trace_type(reg, source),
         "register_composite_explicit_autograd.py": gen_register.gen_register_composite(reg, source),
         "register_backend_select.py": gen_register.gen_register_backend_select(reg, source),
     }
@@ -164,7 +166,7 @@ def _digest(reg: OpsRegistry, options: str) -> str:
     h = hashlib.sha256()
     h.update(reg.source.encode())
     h.update(options.encode())
-    for module in (gen, gen_autograd, gen_python, gen_register, sys.modules[__name__]):
+    for module in (gen, gen_autograd, gen_python, gen_register, gen_trace_type, sys.modules[__name__]):
         h.update(Path(module.__file__).read_bytes())
     from labsupport.codegen import api, model
 

@@ -21,6 +21,7 @@ op_handle           operator handles: ``at::_ops::add_Tensor::call`` / ``::redis
 dispatcher          ``c10::Dispatcher::call`` / ``redispatch`` / ``callBoxed``
 autograd            autograd kernels: ``torch::autograd::VariableType::(anonymous namespace)::add_Tensor``
 ad_inplace_or_view  ``torch::ADInplaceOrView::(anonymous namespace)::add__Tensor``
+tracer              Tracer kernels: ``torch::TraceType::(anonymous namespace)::add_Tensor``
 kernel              backend kernels: ``at::(anonymous namespace)::wrapper_CPU_add_Tensor``, BackendSelect, Composite
 meta                structured ``meta()`` functions and the TensorIterator set-up they run
 native              ``at::native::`` kernels, structured ``impl()``
@@ -82,6 +83,7 @@ GENERATED_RULES: dict[str, tuple[Rule, ...]] = {
         (r"copy_", "ad_inplace_or_view", "torch::ADInplaceOrView::copy_"),
         (TOP, "ad_inplace_or_view", "torch::ADInplaceOrView::" + ANON + "{f}"),
     ),
+    "trace_type": ((TOP, "tracer", "torch::TraceType::(anonymous namespace)::{f}"),),
     "register_cpu": (
         (r"(?P<f>wrapper_\w+)", "kernel", "at::{anon}{f}"),
         (r"(?P<c>structured_\w+)\.(?P<m>set_output_raw_strided)", "meta", "at::" + ANON + "{c}::{m}"),
@@ -131,6 +133,9 @@ LAB_RULES: dict[str, tuple[Rule, ...]] = {
     "labsupport.autograd.variable_fallback": (
         (r"autograd_fallback", "fallback", "torch::autograd::basicAutogradNotImplementedFallbackImpl"),
         (r"_not_implemented", "fallback", "torch::autograd::autogradNotImplementedFallbackImpl"),
+    ),
+    "labsupport.jit.trace_type_manual": (
+        (r"general_trace_function", "fallback", "torch::jit::general_trace_function"),
     ),
     "labsupport.autograd.node": (
         (r"(?P<c>AccumulateGrad|\w*NotImplemented)\.apply", "autograd_node", "torch::autograd::{c}::apply"),
