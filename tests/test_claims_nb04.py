@@ -418,7 +418,7 @@ def test_show_dispatch_trace_does_nothing_in_the_wheel(torch_ref):
     assert "[call]" not in run.stderr and "op=[aten::add.Tensor]" not in run.stderr
 
 
-@claim("nb04.python_kernel_dump")
+@claim("nb04.python_kernel_dump_site")
 def test_python_kernel_is_dumped_by_site_and_boxed(torch_ref, library):
     lib = define(library, "claims04p")
     lib.impl("myadd", lambda a, b: a + b, "CPU")
