@@ -451,3 +451,26 @@ def test_a_kernel_without_a_key_goes_to_composite_implicit_autograd(torch_ref, l
     dump = torch_ref._C._dispatch_dump("claims04j::myadd").splitlines()
     assert [line.split(":")[0] for line in dump[4:] if line] == ["CompositeImplicitAutograd[alias]"]
     assert table_rows(torch_ref, "claims04j::myadd")["CPU"].endswith("[math kernel]")
+
+
+@claim("nb04.library_registration_site")
+def test_torch_library_records_the_line_that_created_the_library(torch_ref, tmp_path):
+    script = tmp_path / "site.py"
+    script.write_text(
+        "import torch\n"
+        'defs = torch.library.Library("claims04site", "DEF")\n'  # line 2
+        'impls = torch.library.Library("claims04site", "IMPL", "CPU")\n'  # line 3
+        "\n"
+        'defs.define("f(Tensor x) -> Tensor")\n'  # line 5
+        'impls.impl("f", lambda x: x)\n'  # line 6
+        'print(torch._C._dispatch_dump("claims04site::f"))\n'
+    )
+    dump = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True).stdout
+    assert f"debug: registered at {script}:2" in dump.splitlines()
+    assert f"CPU: registered at {script}:3 :: (none) [ boxed ]" in dump.splitlines()
+
+
+@claim("nb04.dump_of_missing_operator")
+def test_dump_of_an_operator_that_does_not_exist_is_empty(torch_ref):
+    assert torch_ref._C._dispatch_dump("claims04nobody::f") == ""
+    assert lab.dispatcher.dump("claims04nobody::f") == ""
