@@ -416,6 +416,11 @@ def test_show_dispatch_trace_does_nothing_in_the_wheel(torch_ref):
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env)
     assert run.stdout == "done\n"
     assert "[call]" not in run.stderr and "op=[aten::add.Tensor]" not in run.stderr
+    # the trace is compiled in only for debug builds or with HAS_TORCH_SHOW_DISPATCH_TRACE
+    import pathlib
+
+    header = pathlib.Path(torch_ref.__file__).parent / "include" / "ATen" / "core" / "dispatch" / "Dispatcher.h"
+    assert "#if defined(HAS_TORCH_SHOW_DISPATCH_TRACE) || !defined(NDEBUG)" in header.read_text()
 
 
 @claim("nb04.python_kernel_dump_site")
