@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import gc
+import os
 import re
+import subprocess
+import sys
 import warnings
 
 import pytest
-from claims import claim, warnings_in_fresh_python
+from claims import claim
 from test_claims_nb02 import torch_key
 
 import labsupport as lab
@@ -298,29 +301,134 @@ def test_cea_and_ceanf_rows(torch_ref, library):
     assert ran == ["CEANF", "CEANF", "CEA"]  # CEANF where it applies; CEA covers the sparse keys
 
 
+OVERRIDE_SCRIPT = """
+import warnings, torch
+lib = torch.library.Library("claims04i", "DEF")
+lib.define("myadd(Tensor self, Tensor other) -> Tensor")
+lib.define("mysub(Tensor self, Tensor other) -> Tensor")
+for name in ("myadd", "mysub"):
+    lib.impl(name, lambda a, b: a + b, "CPU")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    lib.impl("myadd", lambda a, b: a - b, "CPU")
+    lib.impl("mysub", lambda a, b: a - b, "CPU")  # a second operator: no second warning
+print(len(caught))
+print(str(caught[0].message))
+print("--- dump")
+print(torch._C._dispatch_dump("claims04i::myadd"))
+"""
+
+
+def _override_run(torch_ref) -> tuple[int, str, list[str]]:
+    # PyTorch warns once per process, so an earlier test may already have used it up: ask a fresh one.
+    out = subprocess.run([sys.executable, "-c", OVERRIDE_SCRIPT], capture_output=True, text=True, check=True).stdout
+    count, rest = out.split("\n", 1)
+    message, _, dump = rest.partition("--- dump\n")
+    return int(count), message, dump.splitlines()
+
+
 @claim("nb04.override_inactive")
-def test_override_warns_and_lists_the_old_kernel_inactive(torch_ref, library):
-    define(library, "claims04i")
-    first = library("claims04i", "IMPL", "CPU")
-    first.impl("myadd", lambda a, b: a + b)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        second = library("claims04i", "IMPL", "CPU")
-        second.impl("myadd", lambda a, b: a - b)
-    # the override warning is once per process: ask a fresh one
-    messages = warnings_in_fresh_python(
-        """
-        import torch
-        lib = torch.library.Library("claims04w", "DEF")
-        lib.define("myadd(Tensor a, Tensor b) -> Tensor")
-        lib.impl("myadd", lambda a, b: a + b, "CPU")
-        lib.impl("myadd", lambda a, b: a - b, "CPU")
-        """
-    )
-    assert "Overriding a previously registered kernel for the same operator and the same dispatch key" in messages
-    dump = torch_ref._C._dispatch_dump("claims04i::myadd").splitlines()
+def test_override_lists_the_old_kernel_inactive(torch_ref):
+    _, _, dump = _override_run(torch_ref)
     assert sum(line.startswith("CPU: ") for line in dump) == 1
     assert sum(line.startswith("CPU (inactive): ") for line in dump) == 1
+
+
+@claim("nb04.override_warning_once")
+def test_override_warns_once_per_process_with_the_notebooks_two_lines(torch_ref):
+    count, message, _ = _override_run(torch_ref)
+    assert count == 1
+    lines = message.splitlines()
+    assert lines[0] == "Warning only once for all operators,  other operators may also be overridden."
+    assert lines[1] == "  Overriding a previously registered kernel for the same operator and the same dispatch key"
+    # and the lab's first two lines are the same words
+    from labsupport.c10.dispatcher import reset_override_warning
+
+    with lab.Library("claims04w", "DEF") as defs, lab.Library("claims04w", "IMPL", "CPU") as first:
+        defs.define("myadd(Tensor self, Tensor other) -> Tensor")
+        first.impl("myadd", lambda a, b: a)
+        reset_override_warning()
+        with warnings.catch_warnings(record=True) as caught, lab.Library("claims04w", "IMPL", "CPU") as second:
+            warnings.simplefilter("always")
+            second.impl("myadd", lambda a, b: b)
+    assert str(caught[0].message).splitlines()[:2] == lines[:2]
+
+
+@claim("nb04.impl_before_define")
+def test_impl_before_define_is_accepted_and_dumped_without_schema(torch_ref, library):
+    impl = library("claims04s", "IMPL", "CPU")
+    impl.impl("mysub", lambda a, b: a - b)
+    dump = torch_ref._C._dispatch_dump("claims04s::mysub").splitlines()
+    assert dump[:2] == ["name: claims04s::mysub", "schema: (none)"]
+    assert not any(line.startswith(("debug:", "alias analysis kind:")) for line in dump)
+    assert dump[2].startswith("CPU: ") and dump[2].endswith(":: (none) [ boxed ]")
+    defs = library("claims04s", "DEF")
+    defs.define("mysub(Tensor self, Tensor other) -> Tensor")
+    out = torch_ref.ops.claims04s.mysub(torch_ref.tensor([10.0]), torch_ref.tensor([1.0]))
+    assert out.tolist() == [9.0]
+
+
+@claim("nb04.schemaless_error")
+def test_find_schema_of_a_schemaless_operator(torch_ref, library):
+    library("claims04e", "IMPL", "CPU").impl("mysub", lambda a, b: a - b)
+    with pytest.raises(RuntimeError) as error:
+        torch_ref._C._dispatch_find_schema_or_throw("claims04e::mysub", "")
+    words = "Could not find schema for claims04e::mysub. but we found an implementation; did you forget to def() the operator?"
+    assert str(error.value).startswith(words)
+    with pytest.raises(RuntimeError) as lab_error:
+        with lab.Library("claims04e", "IMPL", "CPU") as lab_lib:
+            lab_lib.impl("mysub", lambda a, b: a)
+            lab.dispatcher.find_schema_or_throw("claims04e::mysub")
+    assert str(lab_error.value).startswith(words)
+
+
+@claim("nb04.one_def_per_namespace")
+def test_one_def_library_per_namespace(torch_ref, library):
+    library("claims04d")
+    with pytest.raises(RuntimeError, match="Only a single TORCH_LIBRARY can be used to register the namespace claims04d"):
+        library("claims04d")
+    library("claims04d", "FRAGMENT").define("extra(Tensor self) -> Tensor")
+
+
+@claim("nb04.dangling_impls")
+def test_dangling_impl_from_a_namespace_typo(torch_ref, library):
+    define(library, "claims04t", "mysub(Tensor self, Tensor other) -> Tensor")
+    library("claims04tt", "IMPL", "CUDA").impl("mysub", lambda a, b: a - b)
+    dangling = torch_ref._C._dispatch_find_dangling_impls()
+    assert any(text.startswith("name: claims04tt::mysub\nschema: (none)\n") for text in dangling)
+    assert "claims04tt::mysub" in torch_ref._C._dispatch_get_registrations_for_dispatch_key("CUDA")
+    torch_ref._C._dispatch_check_invariants("claims04t::mysub")  # exists, and passes here
+
+
+@claim("nb04.stale_entry_check_invariants")
+def test_stale_entry_after_cia_then_quantized_cpu(torch_ref, library):
+    define(library, "claims04q", "f(Tensor x) -> Tensor")
+    library("claims04q", "IMPL", "CompositeImplicitAutograd").impl("f", lambda x: x)
+    library("claims04q", "IMPL", "QuantizedCPU").impl("f", lambda x: x)
+    with pytest.raises(RuntimeError, match="INTERNAL ASSERT FAILED"):
+        torch_ref._C._dispatch_check_invariants("claims04q::f")
+
+
+@claim("nb04.dispatch_trace_release_wheel")
+def test_show_dispatch_trace_does_nothing_in_the_wheel(torch_ref):
+    script = "import torch; torch.add(torch.ones(2, requires_grad=True), torch.ones(2)); print('done')"
+    env = {**os.environ, "TORCH_SHOW_DISPATCH_TRACE": "1"}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env)
+    assert run.stdout == "done\n"
+    assert "[call]" not in run.stderr and "op=[aten::add.Tensor]" not in run.stderr
+    # the trace is compiled in only for debug builds or with HAS_TORCH_SHOW_DISPATCH_TRACE
+    import pathlib
+
+    header = pathlib.Path(torch_ref.__file__).parent / "include" / "ATen" / "core" / "dispatch" / "Dispatcher.h"
+    assert "#if defined(HAS_TORCH_SHOW_DISPATCH_TRACE) || !defined(NDEBUG)" in header.read_text()
+
+
+@claim("nb04.python_kernel_dump_site")
+def test_python_kernel_is_dumped_by_site_and_boxed(torch_ref, library):
+    lib = define(library, "claims04p")
+    lib.impl("myadd", lambda a, b: a + b, "CPU")
+    line = next(x for x in torch_ref._C._dispatch_dump("claims04p::myadd").splitlines() if x.startswith("CPU: "))
+    assert re.fullmatch(r"CPU: registered at \S+:\d+ :: \(none\) \[ boxed \]", line)
 
 
 @claim("nb04.auto_non_variable_type_mode")
@@ -348,3 +456,26 @@ def test_a_kernel_without_a_key_goes_to_composite_implicit_autograd(torch_ref, l
     dump = torch_ref._C._dispatch_dump("claims04j::myadd").splitlines()
     assert [line.split(":")[0] for line in dump[4:] if line] == ["CompositeImplicitAutograd[alias]"]
     assert table_rows(torch_ref, "claims04j::myadd")["CPU"].endswith("[math kernel]")
+
+
+@claim("nb04.library_registration_site")
+def test_torch_library_records_the_line_that_created_the_library(torch_ref, tmp_path):
+    script = tmp_path / "site.py"
+    script.write_text(
+        "import torch\n"
+        'defs = torch.library.Library("claims04site", "DEF")\n'  # line 2
+        'impls = torch.library.Library("claims04site", "IMPL", "CPU")\n'  # line 3
+        "\n"
+        'defs.define("f(Tensor x) -> Tensor")\n'  # line 5
+        'impls.impl("f", lambda x: x)\n'  # line 6
+        'print(torch._C._dispatch_dump("claims04site::f"))\n'
+    )
+    dump = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True).stdout
+    assert f"debug: registered at {script}:2" in dump.splitlines()
+    assert f"CPU: registered at {script}:3 :: (none) [ boxed ]" in dump.splitlines()
+
+
+@claim("nb04.dump_of_missing_operator")
+def test_dump_of_an_operator_that_does_not_exist_is_empty(torch_ref):
+    assert torch_ref._C._dispatch_dump("claims04nobody::f") == ""
+    assert lab.dispatcher.dump("claims04nobody::f") == ""

@@ -205,6 +205,43 @@ def test_cpu_wrapper_names(torch_ref, add_cpu_text):
     assert "}} // anonymous namespace" in source
     cpu = [x for x in dump_lines(torch_ref, "aten::add.Tensor") if x.startswith("CPU:")]
     assert cpu and "build/aten/src/ATen/RegisterCPU_" in cpu[0]
+    # the wheel's symbols: one anonymous namespace around a structured wrapper, two around the others
+    symbols = wheel_symbols(torch_ref)
+    assert "at::(anonymous namespace)::wrapper_CPU_add_Tensor>" in symbols
+    assert "at::(anonymous namespace)::(anonymous namespace)::wrapper_CPU_memory_format_empty>" in symbols
+    # and the lab's trace prints the same names
+    import labsupport as lab
+    import labsupport.torch as lab_torch
+
+    with lab.trace() as rec:
+        lab_torch.add(lab_torch.ones(2), lab_torch.ones(2))
+        lab_torch.empty(2)
+    names = {f.torch_name for f in rec.frames}
+    assert "at::(anonymous namespace)::wrapper_CPU_add_Tensor" in names
+    assert "at::(anonymous namespace)::(anonymous namespace)::wrapper_CPU_memory_format_empty" in names
+
+
+def wheel_symbols(torch_ref) -> str:
+    """The demangled symbol table of the wheel's libtorch_cpu.so (``nm -C``), or a skip without nm."""
+    import shutil
+
+    if shutil.which("nm") is None:
+        pytest.skip("nm (binutils) is not installed")
+    lib = pathlib.Path(torch_ref.__file__).parent / "lib" / "libtorch_cpu.so"
+    return subprocess.run(["nm", "-C", str(lib)], capture_output=True, text=True, check=True).stdout
+
+
+@claim("nb05.out_kernel_names")
+def test_out_kernel_names(torch_ref):
+    symbols = wheel_symbols(torch_ref)
+    for name in ("add_Tensor", "add__Tensor", "add_out_out", "sum_out_IntList_out"):
+        assert f"torch::autograd::VariableType::(anonymous namespace)::{name}(" in symbols
+    assert "VariableType::(anonymous namespace)::sum_IntList_out(" not in symbols
+    assert "VariableType::(anonymous namespace)::add_out(" not in symbols
+    # the lab's names, which the notebook says differ for out= kernels
+    from labsupport.torch import _build
+
+    assert {"add_Tensor", "add__Tensor", "add_out", "sum_IntList_out"} <= set(vars(_build.variable_type))
 
 
 @claim("nb05.backend_select_registrations")

@@ -155,3 +155,20 @@ def test_pytorch_dispatches_these_dtypes_on_the_same_key_set(torch_ref):
         warnings.simplefilter("ignore")  # quantized tensor creation is deprecated in 2.13
         q = torch.quantize_per_tensor(torch.zeros(2), 1.0, 0, torch.qint8)
     assert "QuantizedCPU" in str(torch._C._dispatch_keys(q)) and "DispatchKeySet(CPU" not in str(torch._C._dispatch_keys(q))
+
+
+def test_text_view_folds_the_autocast_keys_and_keeps_the_full_sets_one_call_away():
+    explorer = KeySetExplorer(device="cuda", guards=["AutoDispatchBelowAutograd"])
+    exclude = explorer.info["tls_exclude"]
+    short, full = explorer.text(), explorer.text(full=True)
+    assert repr(explorer) == short
+    assert f"  TLS exclude              {exclude.compact()}" in short.splitlines()
+    assert "Autocast{all 10}" in exclude.compact() and "AutocastCPU" not in short
+    assert "Autocast{...}: the Autocast keys folded; .text(full=True) lists them all" in short
+    assert f"  TLS exclude              {exclude!r}" in full.splitlines()
+    assert "AutocastPrivateUse1" in full and "Autocast{" not in full
+    # the HTML step table shows the compact set and carries the full one as the cell's tooltip
+    page = explorer.html()
+    step = explorer.info["steps"][0]["key_set"]
+    assert f'title="{step!r}">{step.compact()}</td>' in page
+

@@ -184,7 +184,7 @@ def gen_variable_type(reg: OpsRegistry, source: str) -> str:
         tensor_names = ", ".join(py_name(a.name) for a in tensors)
         any_rg = " or ".join(f"{py_name(a.name)}.requires_grad" for a in tensors if a.type.is_tensor)
         any_rg = any_rg or "False"
-        doc = f'    """torch::autograd::VariableType::{name}: autograd for aten::{f.name}."""\n'
+        doc = f'    """torch::autograd::VariableType::(anonymous namespace)::{name}: autograd for aten::{f.name}."""\n'
         body: list[str] = []
         if f.func.is_out_fn():
             outs = [py_name(a.name) for a in f.func.arguments if a.is_out]
@@ -246,7 +246,7 @@ def gen_ad_inplace_or_view(reg: OpsRegistry, source: str) -> str:
         call = f"result = _ops.{name}.redispatch(ks & AFTER_AD_INPLACE_OR_VIEW_KEYSET, {params})"
         parts.append(
             f"\n\ndef {name}(ks, {params}):\n"
-            f'    """torch::ADInplaceOrView::{name}: run the op below this key, then bump the version of\n'
+            f'    """torch::ADInplaceOrView::(anonymous namespace)::{name}: run the op below, then bump the version of\n'
             f'    the tensors it wrote (so autograd can detect a saved tensor modified in place)."""\n'
             + "".join(guarded("AutoDispatchBelowADInplaceOrView", call))
             + f"{bumps}"

@@ -162,7 +162,7 @@ def _unstructured(f: NativeFunction, key: str, kernel: str) -> tuple[str, tuple[
     extra = ", tensor_cls=Tensor" if f.is_factory else ""
     code = (
         f"\n\ndef {name}({params}):\n"
-        f'    """at::(anonymous namespace)::{name}: calls at::native::{kernel}."""\n'
+        f'    """at::(anonymous namespace)::(anonymous namespace)::{name}: calls at::native::{kernel}."""\n'
         f"    return native.{kernel}({params}{extra})\n"
     )
     return code, (f.name, name)
@@ -223,7 +223,7 @@ def gen_register_composite(reg: OpsRegistry, source: str) -> str:
             params = ", ".join(arg_names(f.func))
             parts.append(
                 f"\n\ndef {name}({params}):\n"
-                f'    """at::(anonymous namespace)::{name}: at::native::{kernel}, which calls other\n'
+                f'    """at::(anonymous namespace)::(anonymous namespace)::{name}: at::native::{kernel}, which calls\n'
                 f'    operators through the functions API (so they are dispatched again)."""\n'
                 f"    return native.{kernel}(at, {params})\n"
             )

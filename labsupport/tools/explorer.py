@@ -286,10 +286,10 @@ def describe_change(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     same_keys = before["key_set"] == after["key_set"]
     same_chain = before["chain"] == after["chain"] and before["kernel"] == after["kernel"]
     if same_keys and same_chain:
-        lines.append(f"same key set {after['key_set']!r}, same dispatches: {' -> '.join(after['chain'])}")
+        lines.append(f"same key set {after['key_set'].compact()}, same dispatches: {' -> '.join(after['chain'])}")
     else:
         if not same_keys:
-            lines.append(f"key set {before['key_set']!r} → {after['key_set']!r}")
+            lines.append(f"key set {before['key_set'].compact()} → {after['key_set'].compact()}")
         chains = (" -> ".join(info["chain"]) or "(none)" for info in (before, after))
         lines.append("dispatches {} → {}".format(*chains))
     if before["dtype"] != after["dtype"]:
@@ -305,9 +305,13 @@ _ROWS = (
 )  # fmt: skip
 
 
-def explain_text(info: dict[str, Any], change: list[str] | None = None) -> str:
+FULL_SETS_NOTE = "Autocast{...}: the Autocast keys folded; .text(full=True) lists them all"
+
+
+def explain_text(info: dict[str, Any], change: list[str] | None = None, full: bool = False) -> str:
     """A stable text summary of an ``explain_call`` result (after ``change``, the lines of
-    ``describe_change``, when given)."""
+    ``describe_change``, when given). Key sets are shown with ``DispatchKeySet.compact()``, which
+    folds the ten Autocast keys into one item; ``full=True`` prints them as PyTorch does."""
     w = 24
     lines = [f"  {line}" for line in change or ()]
     lines += [
@@ -316,7 +320,8 @@ def explain_text(info: dict[str, Any], change: list[str] | None = None) -> str:
         f"  {'guards':<{w}} {', '.join(info['guards']) or '(none)'}",
         f"  {'kernels':<{w}} {', '.join(info['registrations']) or '(none)'}",
     ]
-    lines.extend(f"  {label:<{w}} {info[key]!r}" for label, key in _ROWS)
+    shown = [(label, repr(info[key]) if full else info[key].compact()) for label, key in _ROWS]
+    lines.extend(f"  {label:<{w}} {text}" for label, text in shown)
     lines.append(f"  {'chosen key':<{w}} {info['key']}")
     lines.append(f"  {'table row':<{w}} {info['table_row']}")
     lines.append(f"  {'dispatches':<{w}} {' -> '.join(info['chain'])}")
@@ -325,6 +330,8 @@ def explain_text(info: dict[str, Any], change: list[str] | None = None) -> str:
     if info["error"]:
         lines.append(f"  {'error':<{w}} {info['error']}")
     lines.extend(f"  note: {note}" for note in info["notes"])
+    if not full and any(text != repr(info[key]) for (_, text), (_, key) in zip(shown, _ROWS)):
+        lines.append(f"  ({FULL_SETS_NOTE})")
     return "\n".join(lines)
 
 
@@ -339,7 +346,8 @@ def explain_html(info: dict[str, Any], change: list[str] | None = None) -> str:
     cell = "border:1px solid #dddddd;padding:1px 6px;text-align:left"
     rows = "".join(
         f'<tr><td style="{cell}">{i}</td><td style="{cell}">{"redispatch" if s["redispatch"] else "call"}</td>'
-        f'<td style="{cell}">{esc(repr(s["key_set"]))}</td><td style="{cell}"><b>{esc(s["key"])}</b></td>'
+        f'<td style="{cell}" title="{esc(repr(s["key_set"]))}">{esc(s["key_set"].compact())}</td>'
+        f'<td style="{cell}"><b>{esc(s["key"])}</b></td>'
         f'<td style="{cell}">{esc(s["kernel"])} [{esc(s["label"])}]</td></tr>'
         for i, s in enumerate(info["steps"])
     )
@@ -421,10 +429,12 @@ class KeySetExplorer:
             self._push_to_widgets()
         return self
 
-    def text(self) -> str:
-        return "KeySetExplorer (interactive in JupyterLab)\n" + explain_text(self.info, self.change)
+    def text(self, full: bool = False) -> str:
+        """The static text view; key sets in their compact form, or as PyTorch prints them (``full=True``)."""
+        return "KeySetExplorer (interactive in JupyterLab)\n" + explain_text(self.info, self.change, full)
 
-    __repr__ = text
+    def __repr__(self) -> str:
+        return self.text()
 
     def html(self) -> str:
         return f'<div class="lab-explorer-static">{explain_html(self.info, self.change)}</div>'
