@@ -21,12 +21,8 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-$(LAB_OVERRIDES): $(STAMP)
-	@mkdir -p $(dir $@)
-	@$(BIN)/python -c 'import json, pathlib, sys; p = pathlib.Path(sys.argv[1]); \
-	d = json.loads(p.read_text()) if p.exists() else {}; \
-	d.setdefault("@jupyter-widgets/jupyterlab-manager:plugin", {})["saveState"] = True; \
-	p.write_text(json.dumps(d, indent=2) + "\n")' $@
+$(LAB_OVERRIDES): $(STAMP) tools/lab_settings.py
+	@$(BIN)/python tools/lab_settings.py $@ >/dev/null  # saveState: see tools/lab_settings.py
 
 ## make lab: set up, then open JupyterLab on the notebooks. JupyterLab options go in LAB_ARGS, e.g.
 ## make lab LAB_ARGS="--no-browser --port=8899 --ip=0.0.0.0"
