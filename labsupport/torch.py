@@ -33,7 +33,11 @@ from labsupport.c10.inference_mode import InferenceMode as inference_mode  # noq
 from labsupport.c10.inference_mode import is_inference_mode_enabled
 from labsupport.codegen.build import load_build
 
+from labsupport.functorch import install as _install_functorch
+from labsupport.functorch import vmap
+
 _build = load_build(name="torch", dispatcher=_dispatcher)
+_install_functorch(_build)  # the batching rules of aten/src/ATen/functorch on the default build
 _functions = _build.python_torch_functions
 Tensor = _build.python_variable_methods.Tensor
 globals().update({name: getattr(_functions, name) for name in _functions.__all__})
@@ -57,5 +61,5 @@ __all__ = [
     "Size", "Tensor", "bool", "device", "double", "dtype", "enable_grad", "float", "float16", "float32",
     "float64", "get_default_dtype", "half", "inference_mode", "int64", "is_grad_enabled", "is_inference_mode_enabled",
     "long", "manual_seed", "no_grad",
-    "set_default_dtype", "set_grad_enabled", "tensor", *_functions.__all__,
+    "set_default_dtype", "set_grad_enabled", "tensor", "vmap", *_functions.__all__,
 ]  # fmt: skip
