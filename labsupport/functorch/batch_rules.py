@@ -35,6 +35,12 @@ from typing import Any
 
 import numpy as np
 
+from labsupport.aten.type_promotion import (
+    ResultTypeState,
+    promote_types,
+    result_type_from_state,
+    update_result_type_state,
+)
 from labsupport.aten.wrap_dim import maybe_wrap_dim
 from labsupport.c10.dispatch_key import DispatchKey
 from labsupport.c10.kernel_function import KernelFunction
@@ -99,6 +105,20 @@ def _cast(value: Any, dtype: Any) -> Any:
     return type(value)._make(data, value._sizes, dtype, value._device)
 
 
+def logical_result_type(*operands: tuple[Any, int | None]) -> Any:
+    """``at::result_type`` of the per-example tensors: a batched operand counts as 0-dim or not by
+    its logical rank (``_binary_pointwise_helper`` promotes on logical tensors)."""
+    state = ResultTypeState()
+    for value, bdim in operands:
+        if bdim is None:
+            update_result_type_state(value, state)
+        elif rank_without_batch_dim(value, bdim) == 0:
+            state.zero_result = value._dtype if state.zero_result is None else promote_types(state.zero_result, value._dtype)
+        else:
+            state.dim_result = value._dtype if state.dim_result is None else promote_types(state.dim_result, value._dtype)
+    return result_type_from_state(state)
+
+
 # ---- the rules ----------------------------------------------------------------------------------
 
 
@@ -106,15 +126,15 @@ def binary_pointwise_batch_rule(
     op: Any, self_: Any, self_bdim: int | None, other: Any, other_bdim: int | None, *extra: Any
 ) -> tuple[Any, int]:
     """``_binary_pointwise_batch_rule`` / ``_binary_pointwise_helper``: batch dims to the front, a
-    logical scalar cast to the other side's dtype, pad to the larger logical rank, call the op."""
+    logical scalar promoted as a 0-dim tensor would be, pad to the larger logical rank, call the op."""
     self_rank = rank_without_batch_dim(self_, self_bdim)
     other_rank = rank_without_batch_dim(other, other_bdim)
     a = move_batch_dim_to_front(self_, self_bdim)
     b = move_batch_dim_to_front(other, other_bdim)
-    if self_rank == 0 and other_rank != 0 and self_bdim is not None:
-        a = _cast(a, other._dtype)
-    if other_rank == 0 and self_rank != 0 and other_bdim is not None:
-        b = _cast(b, self_._dtype)
+    if (self_rank == 0 and self_bdim is not None) or (other_rank == 0 and other_bdim is not None):
+        # a logical scalar is physically 1-d: promote as the per-example tensors would
+        common = logical_result_type((self_, self_bdim), (other, other_bdim))
+        a, b = _cast(a, common), _cast(b, common)
     rank = max(self_rank, other_rank)
     a = maybe_pad_to_logical_rank(a, self_bdim, rank)
     b = maybe_pad_to_logical_rank(b, other_bdim, rank)
@@ -130,8 +150,8 @@ def binary_pointwise_inplace_batch_rule(
     other_rank = rank_without_batch_dim(other, other_bdim)
     a = move_batch_dim_to_front(self_, self_bdim)
     b = move_batch_dim_to_front(other, other_bdim)
-    if other_rank == 0 and self_rank != 0 and other_bdim is not None:
-        b = _cast(b, self_._dtype)
+    if other_rank == 0 and other_bdim is not None and self_rank != 0:
+        b = _cast(b, logical_result_type((self_, self_bdim), (other, other_bdim)))
     b = maybe_pad_to_logical_rank(b, other_bdim, self_rank)
     op.call(a, b, *extra)
 

@@ -224,9 +224,9 @@ def stack(tensors: list[Any], dim: int = 0) -> Any:
     ones (of a lower level) stack their values, keeping that level's batch dim."""
     first = tensors[0]
     if any(is_batchedtensor(t) for t in tensors):
-        levels = {maybe_gett._bt_level for t in tensors if is_batchedtensor(t)}
+        levels = {t._bt_level for t in tensors if is_batchedtensor(t)}
         level = max(levels)
-        batch = next(t for t in tensors if maybe_gett._bt_level == level)
+        batch = next(t for t in tensors if t._bt_level == level)
         size = batch._bt_value._sizes[batch._bt_bdim]
         values = []
         for t in tensors:

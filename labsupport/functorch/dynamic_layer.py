@@ -43,11 +43,13 @@ VMAP_MODE_BIT = int(DispatchKeySet(DispatchKey.FuncTorchVmapMode))
 
 
 def _all_dynlayer_keyset() -> int:
-    """``get_all_dynlayer_keyset()`` (Interpreter.cpp): the keys between FrontMode (included) and
-    BackMode (excluded), less the autocast keys and FuncTorchVmapMode."""
+    """``get_all_dynlayer_keyset()`` (Interpreter.cpp): FrontMode and the keys below it, down to but
+    not including BackMode, less the autocast keys and FuncTorchVmapMode. (Checked on 2.13: inside a
+    FuncTorchBatched kernel the exclude set holds FrontMode, Autograd, ADInplaceOrView, Tracer, ...,
+    and not BackMode.)"""
     between = DispatchKeySet.full_after(FRONT) - DispatchKeySet.full_after(BACK)
     keys = (between | DispatchKeySet(FRONT)) - autocast_dispatch_keyset
-    keys = keys.remove(DispatchKey.FuncTorchVmapMode)
+    keys = keys.remove(DispatchKey.FuncTorchVmapMode).remove(BACK)  # BackMode itself stays reachable
     return int(keys) & FUNCTIONALITY_BITS
 
 
