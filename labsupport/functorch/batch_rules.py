@@ -113,9 +113,13 @@ def logical_result_type(*operands: tuple[Any, int | None]) -> Any:
         if bdim is None:
             update_result_type_state(value, state)
         elif rank_without_batch_dim(value, bdim) == 0:
-            state.zero_result = value._dtype if state.zero_result is None else promote_types(state.zero_result, value._dtype)
+            state.zero_result = (
+                value._dtype if state.zero_result is None else promote_types(state.zero_result, value._dtype)
+            )
         else:
-            state.dim_result = value._dtype if state.dim_result is None else promote_types(state.dim_result, value._dtype)
+            state.dim_result = (
+                value._dtype if state.dim_result is None else promote_types(state.dim_result, value._dtype)
+            )
     return result_type_from_state(state)
 
 
@@ -197,17 +201,23 @@ def expand_batch_rule(op: Any, self_: Any, self_bdim: int | None, size: Any, imp
     return op.call(_reshape(value, view_shape), [batch_size, *size], implicit), 0
 
 
-def copy__batch_rule(op: Any, self_: Any, self_bdim: int | None, src: Any, src_bdim: int | None, non_blocking: bool) -> None:
+def copy__batch_rule(
+    op: Any, self_: Any, self_bdim: int | None, src: Any, src_bdim: int | None, non_blocking: bool
+) -> None:
     """``copy_`` (BatchRulesBinaryOps.cpp): self's value, batch dim first, receives src padded."""
     a = move_batch_dim_to_front(self_, self_bdim)
-    b = maybe_pad_to_logical_rank(move_batch_dim_to_front(src, src_bdim), src_bdim, rank_without_batch_dim(self_, self_bdim))
+    b = maybe_pad_to_logical_rank(
+        move_batch_dim_to_front(src, src_bdim), src_bdim, rank_without_batch_dim(self_, self_bdim)
+    )
     op.call(a, b, non_blocking)
 
 
 # ---- plumbing (VmapGeneratedPlumbing.h) -------------------------------------------------------
 
 
-def _plumbing_template(op: Any, handle: Any, rule: Callable[..., Any], tensor_args: tuple[int, ...], inplace: bool) -> Callable[..., Any]:
+def _plumbing_template(
+    op: Any, handle: Any, rule: Callable[..., Any], tensor_args: tuple[int, ...], inplace: bool
+) -> Callable[..., Any]:
     def generated_plumbing(*args: Any) -> Any:
         with ExcludeDispatchKeyGuard(BATCHED_KEY):
             level = current_layer().level
@@ -231,11 +241,17 @@ def _plumbing_template(op: Any, handle: Any, rule: Callable[..., Any], tensor_ar
     return generated_plumbing
 
 
-def make_plumbing(op: Any, handle: Any, rule: Callable[..., Any], tensor_args: tuple[int, ...], inplace: bool) -> Callable[..., Any]:
+def make_plumbing(
+    op: Any, handle: Any, rule: Callable[..., Any], tensor_args: tuple[int, ...], inplace: bool
+) -> Callable[..., Any]:
     """A kernel whose frame is named ``<op>_generated_plumbing``, as each C++ instantiation is."""
     fn = _plumbing_template(op, handle, rule, tensor_args, inplace)
     name = handle.__name__ + "_generated_plumbing"
-    code = fn.__code__.replace(co_name=name, co_qualname=name) if hasattr(fn.__code__, "co_qualname") else fn.__code__.replace(co_name=name)
+    code = (
+        fn.__code__.replace(co_name=name, co_qualname=name)
+        if hasattr(fn.__code__, "co_qualname")
+        else fn.__code__.replace(co_name=name)
+    )
     plumbing = types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
     plumbing.__qualname__ = name
     return plumbing
@@ -289,7 +305,9 @@ def _make_randn_kernel(handle: Any) -> Callable[..., Any]:
                 raise _random_error()
             if layer.randomness == "same":
                 return handle.call(size, dtype, layout, device, pin_memory)
-            return make_batched(handle.call([layer.batch_size, *size], dtype, layout, device, pin_memory), 0, layer.level)
+            return make_batched(
+                handle.call([layer.batch_size, *size], dtype, layout, device, pin_memory), 0, layer.level
+            )
 
     return randn_batching_rule
 

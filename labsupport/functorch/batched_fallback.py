@@ -98,7 +98,8 @@ def batched_tensor_for_loop_fallback(op: Any, ks: Any, stack_: list[Any]) -> Non
         return
     if schema.is_mutable or _has_alias_info(schema):
         raise RuntimeError(
-            f"Batching rule not implemented for {_operator_name(op)}; the fallback path doesn't work on out= or view ops."
+            f"Batching rule not implemented for {_operator_name(op)}; "
+            "the fallback path doesn't work on out= or view ops."
         )
     warn_fallback(op)
     n = len(schema.arguments)
@@ -145,7 +146,7 @@ def _inplace_for_loop_fallback(op: Any, stack_: list[Any]) -> None:
             f"vmap: {_operator_name(op)}(self, *extra_args) is not possible because there exists a Tensor "
             "`other` in extra_args that has more elements than `self`. This happened due to `other` being "
             "vmapped over but `self` not being vmapped over in a vmap. Please try to use out-of-place "
-            "operators instead of {op}. If said operator is being called inside the PyTorch framework, "
+            f"operators instead of {_operator_name(op)}. If said operator is being called inside the PyTorch framework, "
             "please file a bug report instead."
         )
     batch_size = self_._bt_value._sizes[self_._bt_bdim]

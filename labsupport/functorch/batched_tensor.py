@@ -39,7 +39,9 @@ def batched_class(tensor_cls: type) -> type:
     cls = _BATCHED_CLASSES.get(tensor_cls)
     if cls is None:
         cls = _BATCHED_CLASSES[tensor_cls] = type(
-            "BatchedTensor", (BatchedTensorMixin, tensor_cls), {"__slots__": ("_bt_value", "_bt_bdim", "_bt_level"), "__module__": __name__}
+            "BatchedTensor",
+            (BatchedTensorMixin, tensor_cls),
+            {"__slots__": ("_bt_value", "_bt_bdim", "_bt_level"), "__module__": __name__},
         )
     return cls
 

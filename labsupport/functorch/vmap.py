@@ -138,7 +138,9 @@ def _is_tensor(x: Any) -> bool:
     return isinstance(x, TensorBase)
 
 
-def _process_batched_inputs(in_dims: Any, args: tuple[Any, ...], func: Callable[..., Any]) -> tuple[int, list[Any], list[Any], TreeSpec]:
+def _process_batched_inputs(
+    in_dims: Any, args: tuple[Any, ...], func: Callable[..., Any]
+) -> tuple[int, list[Any], list[Any], TreeSpec]:
     name = _get_name(func)
     if not isinstance(in_dims, int) and not isinstance(in_dims, tuple):
         raise ValueError(
@@ -166,7 +168,8 @@ def _process_batched_inputs(in_dims: Any, args: tuple[Any, ...], func: Callable[
         if isinstance(in_dim, int) and not _is_tensor(arg):
             raise ValueError(
                 f"vmap({name}, in_dims={in_dims}, ...)(<inputs>): Got in_dim={in_dim} for an input but the input is "
-                f"of type {type(arg)}. We cannot vmap over non-Tensor arguments, please use None as the respective in_dim"
+                f"of type {type(arg)}. We cannot vmap over non-Tensor arguments, "
+                "please use None as the respective in_dim"
             )
         if in_dim is not None and (in_dim < -arg.dim() or in_dim >= arg.dim()):
             raise ValueError(
@@ -237,9 +240,7 @@ def _unwrap_batched(outputs: Any, out_dims: Any, level: int, batch_size: int, fu
         flat_out_dims = _broadcast_to_and_flatten(out_dims, output_spec)
         if flat_out_dims is None:
             raise incompatible()
-    flat = [
-        _maybe_remove_batch_dim(name, out, level, batch_size, d) for out, d in zip(flat_outputs, flat_out_dims)
-    ]
+    flat = [_maybe_remove_batch_dim(name, out, level, batch_size, d) for out, d in zip(flat_outputs, flat_out_dims)]
     return tree_unflatten(flat, output_spec)
 
 
@@ -272,9 +273,7 @@ def vmap(
         level = len(get_dynamic_layer_stack()) + 1
         push_dynamic_layer(VmapInterpreter(level, batch_size, randomness))
         try:
-            batched = [
-                arg if d is None else add_batch_dim(arg, d, level) for d, arg in zip(flat_in_dims, flat_args)
-            ]
+            batched = [arg if d is None else add_batch_dim(arg, d, level) for d, arg in zip(flat_in_dims, flat_args)]
             outputs = func(*tree_unflatten(batched, args_spec), **kwargs)
             return _unwrap_batched(outputs, out_dims, level, batch_size, func)
         finally:
