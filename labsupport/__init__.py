@@ -56,15 +56,15 @@ from labsupport.c10.tls import (
     tls_exclude_set,
     tls_include_set,
 )
+from labsupport.functorch import register_frame_names as _register_functorch_frames
+from labsupport.functorch import vmap
 from labsupport.tools import bench, profiler
+from labsupport.tools import frame_names as _frame_names
 from labsupport.tools.bench import count_instructions
 from labsupport.tools.breakpoint import stop_at
 from labsupport.tools.explorer import KeySetExplorer
 from labsupport.tools.keyset_view import keyset_html, show_keyset
 from labsupport.tools.trace import trace
-from labsupport.tools import frame_names as _frame_names
-from labsupport.functorch import register_frame_names as _register_functorch_frames
-from labsupport.functorch import vmap
 
 _register_functorch_frames(_frame_names.LAB_RULES)  # lab.trace names functorch frames as PyTorch does
 

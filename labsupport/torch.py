@@ -32,7 +32,6 @@ from labsupport.c10.dispatcher import dispatcher as _dispatcher
 from labsupport.c10.inference_mode import InferenceMode as inference_mode  # noqa: N813 -- torch.inference_mode
 from labsupport.c10.inference_mode import is_inference_mode_enabled
 from labsupport.codegen.build import load_build
-
 from labsupport.functorch import install as _install_functorch
 from labsupport.functorch import vmap
 
