@@ -559,3 +559,65 @@ def test_errors_agree_with_pytorch(torch_ref, case):
     assert mine is not None, real
     assert mine[0] == real[0]
     assert mine[1][:80] == real[1][:80]
+
+
+def test_profiler_events_agree_with_pytorch(torch_ref):
+    """Pointwise rules call one aten op per op. (PyTorch's reduction rule for ``sum`` also records
+    ``as_strided`` and ``fill_``, which the lab's numpy-level dim moves do not; not compared here.)"""
+    from torch.profiler import profile
+
+    data = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+    real_x, lab_x = torch_ref.from_numpy(data.copy()), lab_tensor(data)
+    with profile() as real:
+        torch_ref.vmap(lambda t: torch_ref.mul(torch_ref.add(t, t).sin(), t))(real_x)
+    with lab.profiler.profile() as mine:
+        lt.vmap(lambda t: lt.mul(lt.add(t, t).sin(), t))(lab_x)
+    real_names = [e.name for e in real.events() if e.name.startswith("aten::")]
+    assert [e.name for e in mine.events()] == real_names
+
+
+INPLACE = {
+    "add_": lambda m: lambda a, b: a.add_(b, alpha=2),
+    "mul_": lambda m: lambda a, b: a.mul_(b),
+    "sub_": lambda m: lambda a, b: a.sub_(b),
+    "copy_": lambda m: lambda a, b: a.copy_(b),
+    "fill_": lambda m: lambda a, b: a.fill_(3.5),
+    "neg_sin_": lambda m: lambda a, b: a.neg_().sin_(),
+    "zero_": lambda m: lambda a, b: a.zero_(),
+}
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_in_place_ops_agree_with_pytorch(torch_ref, seed):
+    r = random.Random(seed)
+    rng = np.random.default_rng(seed)
+    name = r.choice(sorted(INPLACE))
+    batch, shape = r.randint(1, 3), tuple(r.randint(1, 3) for _ in range(r.randint(0, 2)))
+    self_dim = r.choice([None, *range(len(shape) + 1)])
+    other_shape = shape[r.randint(0, len(shape)) :]
+    other_dim = r.choice([None, *range(len(other_shape) + 1)])
+    if self_dim is None and other_dim is None:
+        self_dim = 0
+
+    def make(s, d):
+        full = list(s)
+        if d is not None:
+            full.insert(d, batch)
+        return np.array(rng.standard_normal(full), dtype=np.float32)
+
+    a, b = make(shape, self_dim), make(other_shape, other_dim)
+    results = {}
+    for side, mod, conv in (("lab", lt, lab_tensor), ("torch", torch_ref, lambda x: torch_ref.from_numpy(x.copy()))):
+        ta, tb = conv(a), conv(b)
+        try:
+            out = mod.vmap(INPLACE[name](mod), in_dims=(self_dim, other_dim))(ta, tb)
+            results[side] = (np.asarray(out.numpy()), np.asarray(ta.numpy()))
+        except Exception as error:  # noqa: BLE001 -- both sides must fail alike
+            results[side] = (type(error).__name__, str(error).split("\n")[0][:50])
+    lab_r, torch_r = results["lab"], results["torch"]
+    if isinstance(torch_r[0], str):
+        assert lab_r == torch_r, (name, self_dim, other_dim)
+        return
+    assert not isinstance(lab_r[0], str), (lab_r, name, self_dim, other_dim)
+    for mine, real in zip(lab_r, torch_r):
+        np.testing.assert_allclose(mine, real, rtol=1e-5, atol=1e-6)

@@ -123,6 +123,16 @@ def logical_result_type(*operands: tuple[Any, int | None]) -> Any:
     return result_type_from_state(state)
 
 
+def vmap_incompatible_inplace_error(name: str) -> RuntimeError:
+    """``vmapIncompatibleInplaceError`` (BatchRulesHelper.h), PyTorch 2.13's words."""
+    return RuntimeError(
+        f"vmap: {name}(self, *extra_args) is not possible because there exists a Tensor `other` in extra_args "
+        "that has more elements than `self`. This happened due to `other` being vmapped over but `self` not "
+        f"being vmapped over in a vmap. Please try to use out-of-place operators instead of {name}. If said "
+        "operator is being called inside the PyTorch framework, please file a bug report instead."
+    )
+
+
 # ---- the rules ----------------------------------------------------------------------------------
 
 
@@ -149,7 +159,11 @@ def binary_pointwise_inplace_batch_rule(
     op: Any, self_: Any, self_bdim: int | None, other: Any, other_bdim: int | None, *extra: Any
 ) -> None:
     """``binary_pointwise_inplace_batch_rule``: write into self's value (batch dim moved to the
-    front as a view), other padded to self's logical rank."""
+    front as a view), other padded to self's logical rank. An unbatched self with a batched other
+    is refused (``vmapIncompatibleInplaceError``), except for ``add_``, whose 2.13 rule lets the
+    kernel report the shape mismatch."""
+    if self_bdim is None and other_bdim is not None and op.name != "aten::add_":
+        raise vmap_incompatible_inplace_error("inplace arithmetic")
     self_rank = rank_without_batch_dim(self_, self_bdim)
     other_rank = rank_without_batch_dim(other, other_bdim)
     a = move_batch_dim_to_front(self_, self_bdim)
@@ -205,6 +219,8 @@ def copy__batch_rule(
     op: Any, self_: Any, self_bdim: int | None, src: Any, src_bdim: int | None, non_blocking: bool
 ) -> None:
     """``copy_`` (BatchRulesBinaryOps.cpp): self's value, batch dim first, receives src padded."""
+    if self_bdim is None and src_bdim is not None:
+        raise vmap_incompatible_inplace_error("inplace arithmetic")
     a = move_batch_dim_to_front(self_, self_bdim)
     b = maybe_pad_to_logical_rank(
         move_batch_dim_to_front(src, src_bdim), src_bdim, rank_without_batch_dim(self_, self_bdim)
