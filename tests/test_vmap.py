@@ -621,3 +621,63 @@ def test_in_place_ops_agree_with_pytorch(torch_ref, seed):
     assert not isinstance(lab_r[0], str), (lab_r, name, self_dim, other_dim)
     for mine, real in zip(lab_r, torch_r):
         np.testing.assert_allclose(mine, real, rtol=1e-5, atol=1e-6)
+
+
+def test_in_place_fallback_writes_each_slice(custom_op):
+    lib = lab.Library("vmaptest2", "DEF")
+    lib.define("bump_(Tensor(a!) self, Tensor other) -> Tensor(a!)")
+    lib.impl("bump_", lambda s, o: s.add_(o), "CPU")
+    try:
+        x = lab_tensor(np.zeros((2, 3), np.float32))
+        y = lab_tensor(np.arange(3, dtype=np.float32))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = lt.vmap(lab.ops.vmaptest2.bump_.default, in_dims=(1, 0))(x, y)
+        assert FALLBACK_WORDS + " vmaptest2::bump_." in str(caught[0].message)
+        np.testing.assert_array_equal(x.numpy(), np.tile(np.arange(3, dtype=np.float32), (2, 1)))
+        assert tuple(out.shape) == (3, 2)
+    finally:
+        lib.close()
+
+
+def test_kwargs_are_passed_unbatched():
+    x = lab_tensor(np.ones((3, 2), np.float32))
+    out = lt.vmap(lambda a, *, scale: lt.mul(a, scale))(x, scale=lab_tensor(np.array([2.0, 3.0], np.float32)))
+    np.testing.assert_array_equal(out.numpy(), np.tile([2.0, 3.0], (3, 1)))
+
+
+def test_plain_calls_outside_vmap_never_touch_functorch():
+    """The common path: no FuncTorch key in a plain call's key set, and no functorch frame in its trace."""
+    x = lt.randn(2)
+    with lab.trace() as rec:
+        lt.add(x, x)
+    assert not any("functorch" in f.torch_name for f in rec.frames)
+    assert [f.key.name for f in rec.frames if f.key is not None] == ["AutogradCPU", "CPU"]
+
+
+def test_in_place_fallback_agrees_with_pytorch(torch_ref):
+    tlib = torch_ref.library.Library("h12vmapinpl", "DEF")
+    tlib.define("bump_(Tensor(a!) self, Tensor other) -> Tensor(a!)")
+    tlib.impl("bump_", lambda s, o: s.add_(o), "CPU")
+    llib = lab.Library("h12vmapinpl", "DEF")
+    llib.define("bump_(Tensor(a!) self, Tensor other) -> Tensor(a!)")
+    llib.impl("bump_", lambda s, o: s.add_(o), "CPU")
+    try:
+        outcomes = []
+        for mod, op, conv in (
+            (torch_ref, torch_ref.ops.h12vmapinpl.bump_, lambda a: torch_ref.from_numpy(a.copy())),
+            (lt, lab.ops.h12vmapinpl.bump_.default, lab_tensor),
+        ):
+            x, y = conv(np.zeros((2, 3), np.float32)), conv(np.arange(3, dtype=np.float32))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = mod.vmap(op, in_dims=(1, 0))(x, y)
+                try:
+                    mod.vmap(op, in_dims=(None, 0))(conv(np.zeros(3, np.float32)), y)
+                    error = None
+                except RuntimeError as e:
+                    error = str(e)
+            outcomes.append((x.numpy().tolist(), tuple(out.shape), error))
+        assert outcomes[0] == outcomes[1]
+    finally:
+        llib.close()

@@ -145,7 +145,7 @@ def _inplace_for_loop_fallback(op: Any, stack_: list[Any]) -> None:
         raise RuntimeError(
             f"vmap: {_operator_name(op)}(self, *extra_args) is not possible because there exists a Tensor "
             "`other` in extra_args that has more elements than `self`. This happened due to `other` being "
-            "vmapped over but `self` not being vmapped over in a vmap. Please try to use out-of-place "
+            f"vmapped over but `self` not being vmapped over at level {level}. Please try to use out-of-place "
             f"operators instead of {_operator_name(op)}. If said operator is being called inside the PyTorch "
             "framework, "
             "please file a bug report instead."
