@@ -143,10 +143,6 @@ def contiguous(t: Any) -> Any:
     return _remake(t, np.ascontiguousarray(t._data))
 
 
-def physical_dims(t: Any) -> int:
-    return len(t._sizes) + (1 if is_batchedtensor(t) else 0)
-
-
 def move_dim(t: Any, src: int, dst: int) -> Any:
     """``at::movedim(t, src, dst)`` as a view; for a BatchedTensor the logical dims move and its own
     batch dim follows (``BatchRulesViews.cpp`` does this through the dispatcher)."""
