@@ -541,6 +541,10 @@ ERROR_CASES = {
     "randn": lambda m: m.vmap(lambda a: m.randn(2))(m.randn(3, 2)),
     "randomness": lambda m: m.vmap(m.sin, randomness="x")(m.randn(3, 2)),
     "item": lambda m: m.vmap(lambda a: a.sum().item())(m.randn(3, 2)),
+    "chunk_size": lambda m: m.vmap(m.sin, chunk_size=0)(m.ones(3)),
+    "in_dim_float": lambda m: m.vmap(m.add, in_dims=(0, 0.5))(m.ones(3), m.ones(3)),
+    "in_dims_list": lambda m: m.vmap(m.sin, in_dims=[0])(m.ones(3)),
+    "nested_structure": lambda m: m.vmap(lambda p: p[0], in_dims=((0, 0, 0),))((m.ones(3), m.ones(3))),
     "inplace_unbatched_self": lambda m: m.vmap(lambda a, b: a.add_(b), in_dims=(None, 0))(m.zeros(2), m.ones(3, 2)),
 }
 
@@ -681,3 +685,15 @@ def test_in_place_fallback_agrees_with_pytorch(torch_ref):
         assert outcomes[0] == outcomes[1]
     finally:
         llib.close()
+
+
+def test_nested_in_dims_and_dict_inputs_agree_with_pytorch(torch_ref):
+    def run(mod, make):
+        x, y = make(np.arange(6, dtype=np.float32).reshape(3, 2)), make(np.array([10.0, 20.0], np.float32))
+        pair = mod.vmap(lambda p: mod.add(p[0], p[1]), in_dims=((0, None),))((x, y))
+        named = mod.vmap(lambda d: mod.mul(d["a"], d["b"]), in_dims=({"a": 1, "b": None},))(
+            {"a": x, "b": make(np.array([2.0, 3.0, 4.0], np.float32))}
+        )
+        return pair.numpy().tolist(), named.numpy().tolist()
+
+    assert run(lt, lab_tensor) == run(torch_ref, lambda a: torch_ref.from_numpy(a.copy()))
