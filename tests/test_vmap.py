@@ -697,3 +697,17 @@ def test_nested_in_dims_and_dict_inputs_agree_with_pytorch(torch_ref):
         return pair.numpy().tolist(), named.numpy().tolist()
 
     assert run(lt, lab_tensor) == run(torch_ref, lambda a: torch_ref.from_numpy(a.copy()))
+
+
+def test_gradients_flow_through_vmap_when_no_batch_dim_moves(torch_ref):
+    """Autograd runs below BackMode on the plain values, so vmap(f)(x).sum().backward() fills x.grad.
+    (The lab moves batch dims with numpy, outside autograd: with in_dims/out_dims other than 0, or a
+    padded operand, the lab's graph is cut where PyTorch's movedim/view would record a node.)"""
+    data = np.array([[0.5, 1.0], [1.5, 2.0], [2.5, 3.0]], np.float32)
+    grads = []
+    for mod, make in ((lt, lab_tensor), (torch_ref, lambda a: torch_ref.from_numpy(a.copy()))):
+        x = make(data)
+        x.requires_grad_(True)
+        mod.vmap(lambda a: mod.mul(mod.sin(a), a).sum())(x).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-6)

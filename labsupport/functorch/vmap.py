@@ -15,6 +15,11 @@ One call of the vmapped function:
 4. call ``func``; every operator inside goes FrontMode -> FuncTorchBatched -> BackMode -> ...;
 5. turn the outputs back into plain tensors (``_remove_batch_dim``: batch dim moved to ``out_dims``,
    unbatched outputs expanded), then pop the layer.
+
+Where the lab simplifies: batch dims are moved, padded and cast with numpy (PyTorch calls the
+dispatched ops ``movedim``, ``view``, ``expand``, ``to``). The values are the same, but those steps
+are invisible to the profiler and to autograd: gradients flow through ``vmap`` when no batch dim has
+to move (``in_dims=0``, ``out_dims=0``, operands of equal logical rank), and are cut otherwise.
 """
 
 from __future__ import annotations
