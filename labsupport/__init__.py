@@ -17,7 +17,7 @@ The public API (see DESIGN.md section 4)::
     lab.profiler.profile()               # operators seen by Dispatcher::call (torch.profiler)
     lab.count_instructions(fn), lab.bench # bytecode counts, timings, callgrind, before/after
     lab.show_keyset(ks, parts=...), lab.KeySetExplorer()
-    lab.jit.trace(fn, example_inputs)    # the Tracer key records a graph (torch.jit.trace)
+    lab.vmap(fn, in_dims=0, out_dims=0)  # torch.vmap: FuncTorchBatched + levels (labsupport.functorch)
 
 The generated front end is ``import labsupport.torch as torch``.
 """
@@ -67,12 +67,17 @@ from labsupport.c10.tls import (
     tls_exclude_set,
     tls_include_set,
 )
+from labsupport.functorch import register_frame_names as _register_functorch_frames
+from labsupport.functorch import vmap
 from labsupport.tools import bench, profiler
+from labsupport.tools import frame_names as _frame_names
 from labsupport.tools.bench import count_instructions
 from labsupport.tools.breakpoint import stop_at
 from labsupport.tools.explorer import KeySetExplorer
 from labsupport.tools.keyset_view import keyset_html, show_keyset
 from labsupport.tools.trace import trace
+
+_register_functorch_frames(_frame_names.LAB_RULES)  # lab.trace names functorch frames as PyTorch does
 
 register_html_view(keyset_html)  # tools' HTML key-set view, registered with c10 from above it
 
@@ -177,6 +182,7 @@ __all__ = [
     "tls_exclude_set",
     "tls_include_set",
     "trace",
+    "vmap",
 ]
 
 # the grader, last (it uses everything above). ``lab.grade`` is the package itself, and callable:

@@ -47,8 +47,11 @@ from labsupport.c10.dispatcher import dispatcher as _dispatcher
 from labsupport.c10.inference_mode import InferenceMode as inference_mode  # noqa: N813 -- torch.inference_mode
 from labsupport.c10.inference_mode import is_inference_mode_enabled
 from labsupport.codegen.build import load_build
+from labsupport.functorch import install as _install_functorch
+from labsupport.functorch import vmap
 
 _build = load_build(name="torch", dispatcher=_dispatcher)
+_install_functorch(_build)  # the batching rules of aten/src/ATen/functorch on the default build
 _functions = _build.python_torch_functions
 Tensor = _build.python_variable_methods.Tensor
 globals().update({name: getattr(_functions, name) for name in _functions.__all__})
@@ -74,5 +77,5 @@ __all__ = [
     "get_autocast_dtype", "get_default_dtype", "half", "inference_mode", "int64", "is_autocast_cache_enabled",
     "is_autocast_enabled", "is_grad_enabled", "is_inference_mode_enabled", "long", "manual_seed", "no_grad",
     "promote_types", "set_autocast_cache_enabled", "set_autocast_dtype", "set_autocast_enabled",
-    "set_default_dtype", "set_grad_enabled", "tensor", *_functions.__all__,
+    "set_default_dtype", "set_grad_enabled", "tensor", "vmap", *_functions.__all__,
 ]  # fmt: skip

@@ -167,7 +167,6 @@ def table_rows(text: str) -> dict[str, Row]:
 # (PyTorch's label, the lab's label)
 ADD_LABEL_DIFFERENCES = {
     "ZeroTensor": ("kernel", "backend fallback"),  # RegisterZeroTensor_0.cpp; the lab has no ZeroTensor kernel
-    "FuncTorchBatched": ("kernel", "backend fallback"),  # a vmap batching rule, BatchRulesBinaryOps.cpp
     "Batched": ("kernel", "backend fallback"),  # a legacy batching rule, LegacyBatchingRegistrations.cpp
 }
 if torch.version.cuda is None and getattr(torch.version, "hip", None) is None:

@@ -13,6 +13,9 @@ What each lab fallback does:
   provides its kernel with ``provide_fallback_kernel("autograd", fn)`` when it is imported, and every
   dispatcher's autograd slots switch to it. Until then (c10 used on its own) the slots hold
   ``autograd_fallback_below``, which only steps below autograd: PyTorch's "nothing" mode.
+* the functorch keys (FuncTorchDynamicLayerFrontMode / BackMode, FuncTorchBatched): pass-through
+  until ``labsupport.functorch`` provides the DynamicLayer fallbacks and the vmap for-loop fallback
+  (``provide_fallback_kernel("functorch_front", ...)`` and so on), as the autograd layer does.
 * Meta: raises, because an operator with no Meta kernel cannot compute output shapes.
 * Tracer: ``labsupport.jit`` provides ``general_trace_function`` (kind "tracer") when imported; until
   then the slot only steps past Tracer (nothing traces without labsupport.jit).
@@ -42,7 +45,7 @@ BACKEND_FALLBACKS: tuple[tuple[str, str, str], ...] = (
     ("Meta", ATEN + "core/MetaFallbackKernel.cpp:23", "meta"),
     ("BackendSelect", ATEN + "core/BackendSelectFallbackKernel.cpp:3", "fallthrough"),
     ("Python", ATEN + "core/PythonFallbackKernel.cpp:192", "pass"),
-    ("FuncTorchDynamicLayerBackMode", ATEN + "functorch/DynamicLayer.cpp:479", "pass"),
+    ("FuncTorchDynamicLayerBackMode", ATEN + "functorch/DynamicLayer.cpp:479", "functorch_back"),
     ("Functionalize", ATEN + "FunctionalizeFallbackKernel.cpp:411", "pass"),
     ("Conjugate", ATEN + "ConjugateFallback.cpp:17", "pass"),
     ("Negative", ATEN + "native/NegateFallback.cpp:18", "pass"),
@@ -67,14 +70,14 @@ BACKEND_FALLBACKS: tuple[tuple[str, str, str], ...] = (
     ("AutocastXPU", ATEN + "autocast_mode.cpp:548", "fallthrough"),
     ("AutocastMPS", ATEN + "autocast_mode.cpp:221", "fallthrough"),
     ("AutocastCUDA", ATEN + "autocast_mode.cpp:177", "fallthrough"),
-    ("FuncTorchBatched", ATEN + "functorch/LegacyBatchingRegistrations.cpp:730", "pass"),
+    ("FuncTorchBatched", ATEN + "functorch/LegacyBatchingRegistrations.cpp:730", "functorch_batched"),
     ("BatchedNestedTensor", ATEN + "functorch/LegacyBatchingRegistrations.cpp:757", "pass"),
     ("FuncTorchVmapMode", ATEN + "functorch/VmapModeRegistrations.cpp:22", "fallthrough"),
     ("Batched", ATEN + "LegacyBatchingRegistrations.cpp:1072", "pass"),
     ("VmapMode", ATEN + "VmapModeRegistrations.cpp:32", "fallthrough"),
     ("FuncTorchGradWrapper", ATEN + "functorch/TensorWrapper.cpp:210", "pass"),
     ("PythonTLSSnapshot", ATEN + "core/PythonFallbackKernel.cpp:200", "pass"),
-    ("FuncTorchDynamicLayerFrontMode", ATEN + "functorch/DynamicLayer.cpp:475", "pass"),
+    ("FuncTorchDynamicLayerFrontMode", ATEN + "functorch/DynamicLayer.cpp:475", "functorch_front"),
     ("PreDispatch", ATEN + "core/PythonFallbackKernel.cpp:204", "pass"),
     ("PythonDispatcher", ATEN + "core/PythonFallbackKernel.cpp:196", "pass"),
 )

@@ -1,0 +1,368 @@
+"""Batching rules for the lab's operators, registered on the ``FuncTorchBatched`` key.
+
+Stands for ``aten/src/ATen/functorch/BatchRules*.cpp`` and the generated plumbing of
+``VmapGeneratedPlumbing.h``. Each operator gets a *plumbing* kernel named like PyTorch's
+(``add_Tensor_generated_plumbing``): exclude ``FuncTorchBatched``, take the current vmap level, call
+the operator unchanged if no argument is batched at that level, else unwrap this level's tensors
+into (value, bdim), run the *rule* and wrap its result with ``makeBatched(result, bdim, level)``.
+
+Which operator has which rule is PyTorch 2.13's (``_dispatch_dump_table``, FuncTorchBatched row):
+
+=======================================  ========================================  =========================
+operators                                rule (the function PyTorch registers)     registered at
+=======================================  ========================================  =========================
+add.Tensor, sub.Tensor, mul.Tensor        binary_pointwise_batch_rule               BatchRulesBinaryOps.cpp:353
+add_.Tensor, sub_.Tensor, mul_.Tensor     binary_pointwise_inplace_batch_rule       BatchRulesBinaryOps.cpp:353
+copy_                                     copy__batch_rule                          BatchRulesBinaryOps.cpp:353
+neg, sin, cos                             BasicUnaryBatchRuleHelper::apply          BatchRulesUnaryOps.cpp:63
+neg_, sin_, fill_.Scalar, zero_           unary_inplace_batch_rule                  BatchRulesUnaryOps.cpp:63
+sum                                       sum_decomp (calls sum.dim_IntList)        BatchRulesReduceOps.cpp:458
+sum.dim_IntList                           boxed_reduction_batch_rule                BatchRulesReduceOps.cpp:458
+expand                                    expand_batch_rule                         BatchRulesViews.cpp:578
+randn, normal_ (FuncTorchVmapMode key)    randomness kernels                        BatchRulesRandomness.cpp:375
+=======================================  ========================================  =========================
+
+The out= overloads and the factories have no rule: they reach the for-loop fallback
+(batched_fallback.py), which refuses out= ops as PyTorch does. Where a PyTorch rule calls
+``movedim`` / ``view`` / ``to`` (dispatched ops), the lab moves dims and casts with numpy.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any
+
+from labsupport.aten.type_promotion import (
+    ResultTypeState,
+    promote_types,
+    result_type_from_state,
+    update_result_type_state,
+)
+from labsupport.aten.wrap_dim import maybe_wrap_dim
+from labsupport.c10.dispatch_key import DispatchKey
+from labsupport.c10.kernel_function import KernelFunction
+from labsupport.c10.tls import ExcludeDispatchKeyGuard
+from labsupport.functorch.batched_tensor import (
+    BATCHED_KEY,
+    is_batched_at_level,
+    is_batchedtensor,
+    make_batched,
+    move_dim,
+)
+from labsupport.functorch.dynamic_layer import current_layer
+
+FUNCTORCH = "aten/src/ATen/functorch/"
+BINARY = FUNCTORCH + "BatchRulesBinaryOps.cpp:353"
+UNARY = FUNCTORCH + "BatchRulesUnaryOps.cpp:63"
+REDUCE = FUNCTORCH + "BatchRulesReduceOps.cpp:458"
+VIEWS = FUNCTORCH + "BatchRulesViews.cpp:578"
+RANDOMNESS = FUNCTORCH + "BatchRulesRandomness.cpp:375"
+
+# ---- helpers (BatchRulesHelper.h) ---------------------------------------------------------------
+
+
+def move_batch_dim_to_front(value: Any, bdim: int | None) -> Any:
+    """``moveBatchDimToFront``: a view of ``value`` with its batch dim first."""
+    if bdim is None:
+        return value
+    return move_dim(value, bdim, 0)
+
+
+def rank_without_batch_dim(value: Any, bdim: int | None) -> int:
+    """``rankWithoutBatchDim``."""
+    return len(value._sizes) - (0 if bdim is None else 1)
+
+
+def maybe_pad_to_logical_rank(value: Any, bdim: int | None, logical_rank: int) -> Any:
+    """``maybePadToLogicalRank``: give a batched value (batch dim first) size-1 dims after the batch
+    dim until it has ``logical_rank`` logical dims, so broadcasting lines up per example."""
+    if bdim is None:
+        return value
+    missing = logical_rank - (len(value._sizes) - 1)
+    if missing <= 0:
+        return value
+    return _reshape(value, (value._sizes[0],) + (1,) * missing + tuple(value._sizes[1:]))
+
+
+def _reshape(value: Any, shape: tuple[int, ...]) -> Any:
+    if is_batchedtensor(value):  # a lower level's tensor: reshape its logical dims around its bdim
+        inner, bdim, level = value._bt_value, value._bt_bdim, value._bt_level
+        front = move_dim(inner, bdim, 0)
+        return make_batched(_reshape(front, (front._sizes[0], *shape)), 0, level)
+    return type(value)._make(value._data.reshape(shape), shape, value._dtype, value._device)
+
+
+def _cast(value: Any, dtype: Any) -> Any:
+    """``Tensor.to(dtype)`` inside a rule (PyTorch calls at::to, a dispatched op)."""
+    if value._dtype is dtype:
+        return value
+    if is_batchedtensor(value):
+        return make_batched(_cast(value._bt_value, dtype), value._bt_bdim, value._bt_level)
+    data = None if value._data is None else value._data.astype(dtype.np)
+    return type(value)._make(data, value._sizes, dtype, value._device)
+
+
+def logical_result_type(*operands: tuple[Any, int | None]) -> Any:
+    """``at::result_type`` of the per-example tensors: a batched operand counts as 0-dim or not by
+    its logical rank (``_binary_pointwise_helper`` promotes on logical tensors)."""
+    state = ResultTypeState()
+    for value, bdim in operands:
+        if bdim is None:
+            update_result_type_state(value, state)
+        elif rank_without_batch_dim(value, bdim) == 0:
+            state.zero_result = (
+                value._dtype if state.zero_result is None else promote_types(state.zero_result, value._dtype)
+            )
+        else:
+            state.dim_result = (
+                value._dtype if state.dim_result is None else promote_types(state.dim_result, value._dtype)
+            )
+    return result_type_from_state(state)
+
+
+def vmap_incompatible_inplace_error(name: str) -> RuntimeError:
+    """``vmapIncompatibleInplaceError`` (BatchRulesHelper.h), PyTorch 2.13's words."""
+    return RuntimeError(
+        f"vmap: {name}(self, *extra_args) is not possible because there exists a Tensor `other` in extra_args "
+        "that has more elements than `self`. This happened due to `other` being vmapped over but `self` not "
+        f"being vmapped over in a vmap. Please try to use out-of-place operators instead of {name}. If said "
+        "operator is being called inside the PyTorch framework, please file a bug report instead."
+    )
+
+
+# ---- the rules ----------------------------------------------------------------------------------
+
+
+def binary_pointwise_batch_rule(
+    op: Any, self_: Any, self_bdim: int | None, other: Any, other_bdim: int | None, *extra: Any
+) -> tuple[Any, int]:
+    """``_binary_pointwise_batch_rule`` / ``_binary_pointwise_helper``: batch dims to the front, a
+    logical scalar promoted as a 0-dim tensor would be, pad to the larger logical rank, call the op."""
+    self_rank = rank_without_batch_dim(self_, self_bdim)
+    other_rank = rank_without_batch_dim(other, other_bdim)
+    a = move_batch_dim_to_front(self_, self_bdim)
+    b = move_batch_dim_to_front(other, other_bdim)
+    if (self_rank == 0 and self_bdim is not None) or (other_rank == 0 and other_bdim is not None):
+        # a logical scalar is physically 1-d: promote as the per-example tensors would
+        common = logical_result_type((self_, self_bdim), (other, other_bdim))
+        a, b = _cast(a, common), _cast(b, common)
+    rank = max(self_rank, other_rank)
+    a = maybe_pad_to_logical_rank(a, self_bdim, rank)
+    b = maybe_pad_to_logical_rank(b, other_bdim, rank)
+    return op.call(a, b, *extra), 0
+
+
+def binary_pointwise_inplace_batch_rule(
+    op: Any, self_: Any, self_bdim: int | None, other: Any, other_bdim: int | None, *extra: Any
+) -> None:
+    """``binary_pointwise_inplace_batch_rule``: write into self's value (batch dim moved to the
+    front as a view), other padded to self's logical rank. An unbatched self with a batched other
+    is refused (``vmapIncompatibleInplaceError``), except for ``add_``, whose 2.13 rule lets the
+    kernel report the shape mismatch."""
+    if self_bdim is None and other_bdim is not None and op.name != "aten::add_":
+        raise vmap_incompatible_inplace_error("inplace arithmetic")
+    self_rank = rank_without_batch_dim(self_, self_bdim)
+    other_rank = rank_without_batch_dim(other, other_bdim)
+    a = move_batch_dim_to_front(self_, self_bdim)
+    b = move_batch_dim_to_front(other, other_bdim)
+    if other_rank == 0 and other_bdim is not None and self_rank != 0:
+        b = _cast(b, logical_result_type((self_, self_bdim), (other, other_bdim)))
+    b = maybe_pad_to_logical_rank(b, other_bdim, self_rank)
+    op.call(a, b, *extra)
+
+
+def basic_unary_batch_rule(op: Any, self_: Any, self_bdim: int | None, *extra: Any) -> tuple[Any, int | None]:
+    """``BasicUnaryBatchRuleHelper::apply``: the op on the value; the batch dim stays where it is."""
+    return op.call(self_, *extra), self_bdim
+
+
+def unary_inplace_batch_rule(op: Any, self_: Any, self_bdim: int | None, *extra: Any) -> None:
+    """``unary_inplace_batch_rule`` (and fill_ / zero_): the in-place op on the whole value."""
+    op.call(self_, *extra)
+
+
+def boxed_reduction_batch_rule(
+    op: Any, self_: Any, self_bdim: int | None, dim: Any, keepdim: bool, dtype: Any
+) -> tuple[Any, int]:
+    """``boxed_reduction_batch_rule`` for sum.dim_IntList: logical dims -> physical dims + 1."""
+    logical_rank = rank_without_batch_dim(self_, self_bdim)
+    value = move_batch_dim_to_front(self_, self_bdim)
+    if logical_rank == 0:  # a logical scalar: view it as [B, 1] and reduce the 1
+        value = _reshape(value, (value._sizes[0], 1))
+        dims = [maybe_wrap_dim(d, 0) + 1 for d in (dim or [0])]
+        out = op.call(value, dims, keepdim, dtype)
+        return out, 0
+    dims = range(logical_rank) if not dim else [maybe_wrap_dim(d, logical_rank) for d in dim]
+    return op.call(value, [d + 1 for d in dims], keepdim, dtype), 0
+
+
+def expand_batch_rule(op: Any, self_: Any, self_bdim: int | None, size: Any, implicit: bool) -> tuple[Any, int]:
+    """``expand_batch_rule`` (BatchRulesViews.cpp): view [B, *sizes] as [B, 1.., *sizes], expand."""
+    self_dim = len(self_._sizes)
+    size = list(size)
+    if self_dim - 1 > len(size):
+        raise RuntimeError(
+            f"expand: the number of sizes provided ({len(size)}) must be greater or equal to the number "
+            f"of dimensions in the tensor ({self_dim - 1})"
+        )
+    value = move_batch_dim_to_front(self_, self_bdim)
+    batch_size = value._sizes[0]
+    extra_dims = len(size) - (self_dim - 1)
+    view_shape = (batch_size,) + (1,) * extra_dims + tuple(value._sizes[1:])
+    return op.call(_reshape(value, view_shape), [batch_size, *size], implicit), 0
+
+
+def copy__batch_rule(
+    op: Any, self_: Any, self_bdim: int | None, src: Any, src_bdim: int | None, non_blocking: bool
+) -> None:
+    """``copy_`` (BatchRulesBinaryOps.cpp): self's value, batch dim first, receives src padded."""
+    if self_bdim is None and src_bdim is not None:
+        raise vmap_incompatible_inplace_error("inplace arithmetic")
+    a = move_batch_dim_to_front(self_, self_bdim)
+    b = maybe_pad_to_logical_rank(
+        move_batch_dim_to_front(src, src_bdim), src_bdim, rank_without_batch_dim(self_, self_bdim)
+    )
+    op.call(a, b, non_blocking)
+
+
+# ---- plumbing (VmapGeneratedPlumbing.h) -------------------------------------------------------
+
+
+def _plumbing_template(
+    op: Any, handle: Any, rule: Callable[..., Any], tensor_args: tuple[int, ...], inplace: bool
+) -> Callable[..., Any]:
+    def generated_plumbing(*args: Any) -> Any:
+        with ExcludeDispatchKeyGuard(BATCHED_KEY):
+            level = current_layer().level
+            if not any(is_batched_at_level(args[i], level) for i in tensor_args):
+                return handle.call(*args)
+            rule_args: list[Any] = []
+            for i, a in enumerate(args):
+                if i in tensor_args:
+                    if is_batched_at_level(a, level):
+                        rule_args += [a._bt_value, a._bt_bdim]
+                    else:
+                        rule_args += [a, None]
+                else:
+                    rule_args.append(a)
+            if inplace:
+                rule(handle, *rule_args)
+                return args[0]
+            result, bdim = rule(handle, *rule_args)
+            return make_batched(result, bdim, level)
+
+    return generated_plumbing
+
+
+def make_plumbing(
+    op: Any, handle: Any, rule: Callable[..., Any], tensor_args: tuple[int, ...], inplace: bool
+) -> Callable[..., Any]:
+    """A kernel whose frame is named ``<op>_generated_plumbing``, as each C++ instantiation is."""
+    fn = _plumbing_template(op, handle, rule, tensor_args, inplace)
+    name = handle.__name__ + "_generated_plumbing"
+    code = (
+        fn.__code__.replace(co_name=name, co_qualname=name)
+        if hasattr(fn.__code__, "co_qualname")
+        else fn.__code__.replace(co_name=name)
+    )
+    plumbing = types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+    plumbing.__qualname__ = name
+    return plumbing
+
+
+def sum_decomp(self_: Any, dtype: Any) -> Any:
+    """``sum_decomp`` (BatchRulesReduceOps.cpp): ``sum(self, range(self.dim()), false, dtype)``."""
+    handle = _SUM_DIM_HANDLE[0]
+    return handle.call(self_, list(range(len(self_._sizes))), False, dtype)
+
+
+_SUM_DIM_HANDLE: list[Any] = []
+
+# op full name -> (handle name in the build's _ops, rule, tensor argument positions, in place?, site)
+RULES: dict[str, tuple[str, Callable[..., Any], tuple[int, ...], bool, str]] = {
+    "aten::add.Tensor": ("add_Tensor", binary_pointwise_batch_rule, (0, 1), False, BINARY),
+    "aten::sub.Tensor": ("sub_Tensor", binary_pointwise_batch_rule, (0, 1), False, BINARY),
+    "aten::mul.Tensor": ("mul_Tensor", binary_pointwise_batch_rule, (0, 1), False, BINARY),
+    "aten::add_.Tensor": ("add__Tensor", binary_pointwise_inplace_batch_rule, (0, 1), True, BINARY),
+    "aten::sub_.Tensor": ("sub__Tensor", binary_pointwise_inplace_batch_rule, (0, 1), True, BINARY),
+    "aten::mul_.Tensor": ("mul__Tensor", binary_pointwise_inplace_batch_rule, (0, 1), True, BINARY),
+    "aten::copy_": ("copy_", copy__batch_rule, (0, 1), True, BINARY),
+    "aten::neg": ("neg", basic_unary_batch_rule, (0,), False, UNARY),
+    "aten::sin": ("sin", basic_unary_batch_rule, (0,), False, UNARY),
+    "aten::cos": ("cos", basic_unary_batch_rule, (0,), False, UNARY),
+    "aten::neg_": ("neg_", unary_inplace_batch_rule, (0,), True, UNARY),
+    "aten::sin_": ("sin_", unary_inplace_batch_rule, (0,), True, UNARY),
+    "aten::fill_.Scalar": ("fill__Scalar", unary_inplace_batch_rule, (0,), True, UNARY),
+    "aten::zero_": ("zero_", unary_inplace_batch_rule, (0,), True, UNARY),
+    "aten::sum.dim_IntList": ("sum_dim_IntList", boxed_reduction_batch_rule, (0,), False, REDUCE),
+    "aten::expand": ("expand", expand_batch_rule, (0,), False, VIEWS),
+}
+
+
+# ---- randomness (BatchRulesRandomness.cpp), on the FuncTorchVmapMode key -------------------------
+
+
+def _random_error() -> RuntimeError:
+    return RuntimeError(
+        "vmap: called random operation while in randomness error mode. Please either use the 'same' or "
+        "'different' randomness flags on vmap or perform the randomness operation out of vmap"
+    )
+
+
+def _make_randn_kernel(handle: Any) -> Callable[..., Any]:
+    def randn_batching_rule(size: Any, dtype: Any, layout: Any, device: Any, pin_memory: Any) -> Any:
+        """``randn`` under vmap: an error, one draw for all ('same') or a batch of draws ('different')."""
+        layer = current_layer()
+        with ExcludeDispatchKeyGuard(DispatchKey.FuncTorchVmapMode):
+            if layer.randomness == "error":
+                raise _random_error()
+            if layer.randomness == "same":
+                return handle.call(size, dtype, layout, device, pin_memory)
+            return make_batched(
+                handle.call([layer.batch_size, *size], dtype, layout, device, pin_memory), 0, layer.level
+            )
+
+    return randn_batching_rule
+
+
+def _make_normal_kernel(handle: Any) -> Callable[..., Any]:
+    def normal__batching_rule(self_: Any, mean: float, std: float, generator: Any) -> Any:
+        """``normal_`` under vmap: an error in 'error' mode, else the draw on the whole value."""
+        layer = current_layer()
+        with ExcludeDispatchKeyGuard(DispatchKey.FuncTorchVmapMode):
+            if layer.randomness == "error":
+                raise _random_error()
+            return handle.call(self_, mean, std, generator)
+
+    return normal__batching_rule
+
+
+def register_batch_rules(build: Any, owner: object) -> list[Callable[[], None]]:
+    """Register the plumbing kernels of ``RULES`` (and sum_decomp, the randomness kernels) with the
+    build's dispatcher, each under the C++ site PyTorch 2.13's dump names. Returns the undo functions."""
+    dispatcher = build.dispatcher
+    ops = build._ops
+    undo: list[Callable[[], None]] = []
+
+    def register(full_name: str, key: DispatchKey, fn: Callable[..., Any], site: str) -> None:
+        if dispatcher.operators.get(full_name) is None:
+            return  # a build without this operator
+        debug = f"registered at {site}"
+        kernel = KernelFunction.from_unboxed(fn, debug=debug)
+        undo.append(dispatcher.register_impl(full_name, key, kernel, debug, owner))
+
+    for full_name, (handle_name, rule, tensor_args, inplace, site) in RULES.items():
+        handle = getattr(ops, handle_name, None)
+        if handle is None:
+            continue
+        register(full_name, BATCHED_KEY, make_plumbing(full_name, handle, rule, tensor_args, inplace), site)
+    sum_dim = getattr(ops, "sum_dim_IntList", None)
+    if sum_dim is not None:
+        _SUM_DIM_HANDLE[:] = [sum_dim]
+        register("aten::sum", BATCHED_KEY, sum_decomp, REDUCE)
+    if getattr(ops, "randn", None) is not None:
+        register("aten::randn", DispatchKey.FuncTorchVmapMode, _make_randn_kernel(ops.randn), RANDOMNESS)
+    if getattr(ops, "normal_", None) is not None:
+        register("aten::normal_", DispatchKey.FuncTorchVmapMode, _make_normal_kernel(ops.normal_), RANDOMNESS)
+    return undo
