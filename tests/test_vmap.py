@@ -305,8 +305,8 @@ def test_trace_shows_the_functorch_frames():
         "at::functorch::add_Tensor_generated_plumbing",
         "at::functorch::binary_pointwise_batch_rule",
         "at::functorch::dynamicLayerBackFallback",
-        "torch::autograd::VariableType::add_Tensor",
-        "at::wrapper_CPU_add_Tensor",
+        "torch::autograd::VariableType::(anonymous namespace)::add_Tensor",
+        "at::(anonymous namespace)::wrapper_CPU_add_Tensor",
     ]
     positions = [names_.index(n) for n in order]
     assert positions == sorted(positions)
