@@ -10,7 +10,7 @@ import sys
 import warnings
 
 import pytest
-from claims import claim
+from claims import claim, warnings_in_fresh_python
 from test_claims_nb02 import torch_key
 
 import labsupport as lab
@@ -479,3 +479,360 @@ def test_torch_library_records_the_line_that_created_the_library(torch_ref, tmp_
 def test_dump_of_an_operator_that_does_not_exist_is_empty(torch_ref):
     assert torch_ref._C._dispatch_dump("claims04nobody::f") == ""
     assert lab.dispatcher.dump("claims04nobody::f") == ""
+
+
+# ------------------------------------------------------------------ section 9b: torch.autocast, for real
+
+
+def autocast_header(torch_ref) -> str:
+    import pathlib
+
+    return (pathlib.Path(torch_ref.__file__).parent / "include" / "ATen" / "autocast_mode.h").read_text()
+
+
+def header_list(header: str, macro: str) -> list[str]:
+    """The operator names of one ``#define AT_FORALL_...(_)`` list in autocast_mode.h."""
+    body = re.search(r"#define " + macro + r"\(_\)(.*?)\n\n", header, re.S).group(1)
+    return re.findall(r"_\((\w+)", body)
+
+
+@claim("nb04.autocast_signature")
+def test_autocast_signature_and_cache_default(torch_ref):
+    import inspect
+
+    params = inspect.signature(torch_ref.autocast.__init__).parameters
+    assert [str(params[n]) for n in ("device_type", "dtype", "enabled", "cache_enabled")] == [
+        "device_type: str", "dtype: torch.dtype | None = None", "enabled: bool = True",
+        "cache_enabled: bool | None = None",
+    ]
+    assert torch_ref.is_autocast_cache_enabled()  # on by default
+    with torch_ref.autocast("cpu", cache_enabled=False):
+        with torch_ref.autocast("cpu"):  # None: keep the current setting
+            assert not torch_ref.is_autocast_cache_enabled()
+    assert torch_ref.is_autocast_cache_enabled()
+
+
+@claim("nb04.autocast_three_things")
+def test_autocast_switches_tls_dtype_cache_and_nesting(torch_ref):
+    import inspect
+
+    C = torch_ref._C
+    assert (torch_ref.get_autocast_dtype("cpu"), torch_ref.get_autocast_dtype("cuda")) == (
+        torch_ref.bfloat16, torch_ref.float16)
+    # set_autocast_enabled is the TLS exclude bit of the device's key, nothing else
+    assert C._dispatch_tls_is_dispatch_key_excluded(C.DispatchKey.AutocastCPU)
+    torch_ref.set_autocast_enabled("cpu", True)
+    try:
+        assert not C._dispatch_tls_is_dispatch_key_excluded(C.DispatchKey.AutocastCPU)
+    finally:
+        torch_ref.set_autocast_enabled("cpu", False)
+    enter = inspect.getsource(torch_ref.amp.autocast_mode.autocast.__enter__)
+    for call in ("set_autocast_enabled", "set_autocast_dtype", "set_autocast_cache_enabled",
+                 "autocast_increment_nesting"):
+        assert call in enter
+
+
+@claim("nb04.autocast_only_own_key")
+def test_only_the_devices_key_leaves_the_exclude_set(torch_ref):
+    C = torch_ref._C
+    before_in, before_ex = str(C._dispatch_tls_local_include_set()), str(C._dispatch_tls_local_exclude_set())
+    with torch_ref.autocast("cpu"):
+        inside_in, inside_ex = str(C._dispatch_tls_local_include_set()), str(C._dispatch_tls_local_exclude_set())
+    assert inside_in == before_in
+    assert before_ex.replace("AutocastCPU, ", "") == inside_ex and "AutocastCUDA" in inside_ex
+    with lab_torch.autocast("cpu"):
+        assert repr(lab.tls_exclude_set()) == inside_ex
+
+
+def policy_program(m) -> list[str]:
+    """Cell 'Inside torch.autocast("cpu"), what dtype does each call return?' of section 9b."""
+    m1 = m.tensor([[1.0, 2.0], [3.0, 4.0]])
+    m2 = m.tensor([[0.5, -1.0], [0.25, 2.0]])
+    with m.autocast("cpu"):
+        out = [str(m.mm(m1, m2).dtype), str(m.matmul(m1, m2).dtype),
+               str(m.mm(m1.to(m.float16), m2.to(m.float16)).dtype),
+               str(m.mm(m1.to(m.float64), m2.to(m.float64)).dtype),
+               str(m.mm(m.tensor([[1, 2]]), m.tensor([[3], [4]])).dtype),
+               str(m.add(m1, m2).dtype), str(m1.sum().dtype)]
+        try:
+            m.mm(m1, m2.to(m.float64))
+        except RuntimeError as e:
+            out.append(str(e))
+    return out
+
+
+@claim("nb04.autocast_cpu_policy")
+def test_cpu_policy_dtypes_and_mixed_error(torch_ref):
+    real = policy_program(torch_ref)
+    assert real == policy_program(lab_torch)
+    assert real[-1] == "expected m1 and m2 to have the same dtype, but got: c10::BFloat16 != double"
+
+
+@claim("nb04.autocast_sum_cuda_only")
+def test_add_and_sum_have_no_cpu_autocast_kernel(torch_ref):
+    for op in ("aten::add.Tensor", "aten::sum"):
+        assert table_rows(torch_ref, op)["AutocastCPU"].startswith("fallthrough")
+    assert table_rows(torch_ref, "aten::sum")["AutocastCUDA"].endswith("[kernel]")
+    header = autocast_header(torch_ref)
+    assert "sum" in header_list(header, "AT_FORALL_FP32_SET_OPT_DTYPE")
+    lists = [header_list(header, m) for m in ("AT_FORALL_LOWER_PRECISION_FP", "AT_FORALL_FP32",
+                                               "AT_FORALL_FP32_SET_OPT_DTYPE", "AT_FORALL_PROMOTE")]
+    assert not any("add" in names for names in lists)
+
+
+@claim("nb04.autocast_matmul_casts_once")
+def test_matmul_casts_once_then_calls_mm(torch_ref):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func.overloadpacket))
+            return func(*args, **(kwargs or {}))
+
+    assert "CompositeImplicitAutograd" in table_rows(torch_ref, "aten::matmul")["CPU"]
+    a, b = torch_ref.randn(2, 2), torch_ref.randn(2, 2)
+    with torch_ref.autocast("cpu"), Log():
+        torch_ref.matmul(a, b)
+    assert seen == ["aten._to_copy", "aten._to_copy", "aten.mm"]
+
+
+@claim("nb04.autocast_lists_and_lines")
+def test_autocast_rows_and_lists(torch_ref):
+    header = autocast_header(torch_ref)
+    for name in ("mm", "matmul", "mv"):
+        assert name in header_list(header, "AT_FORALL_LOWER_PRECISION_FP")
+    assert "dot" in header_list(header, "AT_FORALL_PROMOTE")
+    for op in ("aten::mm", "aten::matmul", "aten::sum", "aten::add.Tensor"):
+        real, mine = table_rows(torch_ref, op), lab.dispatcher.dump_table(op).splitlines()
+        for key in ("AutocastCPU", "AutocastCUDA"):
+            assert f"{key}: {real[key]}" in mine
+
+
+@claim("nb04.autocast_cuda_without_cuda_warns")
+def test_cpu_only_pytorch_disables_cuda_autocast(torch_ref):
+    if torch_ref.cuda.is_available():
+        pytest.skip("this PyTorch has CUDA")
+    text = warnings_in_fresh_python("""
+        import torch
+        with torch.autocast("cuda"):
+            print(torch.is_autocast_enabled("cuda"))
+    """)
+    assert "CUDA is not available" in text and "disabling" in text.lower()
+
+
+@claim("nb04.autocast_wrapfunction_symbol")
+def test_wrapfunction_symbol_in_libtorch_cpu(torch_ref):
+    import mmap
+    import pathlib
+
+    assert re.search(r"lower_precision_fp = 0,", autocast_header(torch_ref))
+    assert re.search(r"\bCPU = 0,", (pathlib.Path(torch_ref.__file__).parent / "include" / "torch" / "headeronly"
+                                     / "core" / "DeviceType.h").read_text())
+    lib = pathlib.Path(torch_ref.__file__).parent / "lib" / "libtorch_cpu.so"
+    with open(lib, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        # at::autocast::WrapFunction_<(CastPolicy)0, (DeviceType)0, Tensor (Tensor const&, Tensor const&),
+        # &at::_ops::mm::call, ...>::call, mangled
+        assert re.search(rb"_ZN2at8autocast13WrapFunction_ILNS0_10CastPolicyE0ELN3c1010DeviceTypeE0E"
+                         rb"FNS_6TensorERKS5_S7_EXadL_ZNS_4_ops2mm4callE", data)
+
+
+@claim("nb04.autocast_excludes_own_key")
+def test_wrapper_excludes_only_its_own_key(torch_ref):
+    header = autocast_header(torch_ref)
+    guards = re.findall(r"ExcludeDispatchKeyGuard no_autocast\(\s*([^;]*?)\);", header)
+    assert guards and all(g.strip() == "get_autocast_dispatch_key_from_device_type(device_type)" for g in guards)
+
+
+@claim("nb04.autocast_cast_is_to_copy")
+def test_cast_is_to_then_to_copy_with_backward(torch_ref):
+    assert "CompositeImplicitAutograd" in table_rows(torch_ref, "aten::to.dtype")["CPU"]
+    w = torch_ref.randn(2, 2, requires_grad=True)
+    assert type(w.to(torch_ref.bfloat16).grad_fn).__name__ == "ToCopyBackward0"
+
+
+@claim("nb04.autocast_above_autograd")
+def test_autocast_before_autograd_saves_low_precision(torch_ref):
+    C = torch_ref._C
+    keys = str(C._dispatch_keys(torch_ref.randn(2, requires_grad=True)))  # listed from lowest to highest
+    assert keys == "DispatchKeySet(CPU, ADInplaceOrView, AutogradCPU, AutocastCPU)"
+    w, x = torch_ref.randn(2, 2, requires_grad=True), torch_ref.randn(2, 2, requires_grad=True)
+    with torch_ref.autocast("cpu"):
+        out = torch_ref.mm(w, x)
+    assert out.grad_fn._saved_self.dtype == torch_ref.bfloat16
+
+
+def weight_cache_program(m) -> list[int]:
+    """Cell 'How many _to_copy calls does each line make?' of section 9b."""
+    from collections import Counter
+
+    weight = m.tensor([[1.0, 0.0], [0.0, 1.0]], requires_grad=True)
+    inp = m.tensor([[1.0, 2.0], [3.0, 4.0]])
+
+    def casts(fn):
+        if m is lab_torch:
+            with lab.profiler.profile() as prof:
+                fn()
+            return prof.counts().get("aten::_to_copy", 0)
+        with m.profiler.profile() as prof:
+            fn()
+        return Counter({row.key: row.count for row in prof.key_averages()})["aten::_to_copy"]
+
+    out = []
+    with m.autocast("cpu"):
+        out += [casts(lambda: m.mm(weight, inp)), casts(lambda: m.mm(weight, inp))]
+    with m.autocast("cpu"):
+        out.append(casts(lambda: m.mm(weight, inp)))
+    with m.autocast("cpu", cache_enabled=False):
+        casts(lambda: m.mm(weight, inp))
+        out.append(casts(lambda: m.mm(weight, inp)))
+    nonleaf = weight.mul(m.tensor(1.0))
+    with m.autocast("cpu"):
+        casts(lambda: m.mm(nonleaf, inp))
+        out.append(casts(lambda: m.mm(nonleaf, inp)))
+    with m.inference_mode(), m.autocast("cpu"):
+        casts(lambda: m.mm(weight, inp))
+        out.append(casts(lambda: m.mm(weight, inp)))
+    return out
+
+
+@claim("nb04.autocast_weight_cache")
+def test_weight_cache_counts(torch_ref):
+    real = weight_cache_program(torch_ref)
+    assert real[:4] == [2, 1, 2, 2] and real[4:] == [2, 2]  # non-leaves and inference_mode are not cached
+    assert weight_cache_program(lab_torch) == real
+
+
+def grad_program(m):
+    weight = m.tensor([[1.0, 0.0], [0.0, 1.0]], requires_grad=True)
+    inp = m.tensor([[1.0, 2.0], [3.0, 4.0]])
+    with m.autocast("cpu"):
+        out = m.mm(weight, inp)
+    chain = [type(out.grad_fn).__name__.removesuffix(" object")] + [
+        None if fn is None else type(fn).__name__ for fn, _ in out.grad_fn.next_functions]
+    out.sum().backward()
+    return str(out.dtype), chain, str(weight.grad.dtype)
+
+
+@claim("nb04.autocast_grad_chain")
+def test_grad_chain_and_weight_grad_dtype(torch_ref):
+    dtype, chain, grad = grad_program(torch_ref)
+    assert (dtype, chain, grad) == ("torch.bfloat16", ["MmBackward0", "ToCopyBackward0", None], "torch.float32")
+    mine = grad_program(lab_torch)
+    assert (mine[0], mine[2]) == (dtype, grad)
+    assert [None if n is None else re.sub(r"\W.*", "", n.lstrip("<")) for n in mine[1]][1:] in (
+        ["ToCopyBackward0", None], ["Node", None])
+
+
+def decorator_program(m) -> list[str]:
+    weight = m.tensor([[1.0, 0.0], [0.0, 1.0]], requires_grad=True)
+    inp = m.tensor([[1.0, 2.0], [3.0, 4.0]])
+
+    @m.autocast("cpu")
+    def layer(inputs, weights):
+        return m.matmul(inputs, weights)
+
+    out = [str(layer(inp, weight).dtype)]
+    with m.autocast("cpu"):
+        with m.autocast("cpu", enabled=False):
+            out.append(str(m.mm(inp, weight).dtype))
+        with m.no_grad():
+            r = m.mm(inp, weight)
+            out += [str(r.dtype), str(r.requires_grad)]
+    out.append(str(m.mm(inp, weight).dtype))
+    return out
+
+
+@claim("nb04.autocast_decorator_nesting_no_grad")
+def test_decorator_nesting_and_no_grad(torch_ref):
+    real = decorator_program(torch_ref)
+    assert real == ["torch.bfloat16", "torch.float32", "torch.bfloat16", "False", "torch.float32"]
+    assert decorator_program(lab_torch) == real
+
+
+@claim("nb04.autocast_stale_cache")
+def test_stale_cache_error(torch_ref):
+    def program(m):
+        weight = m.tensor([[1.0, 0.0], [0.0, 1.0]], requires_grad=True)
+        inp = m.tensor([[1.0, 2.0], [3.0, 4.0]])
+        with m.autocast("cpu"):
+            with m.autocast("cpu", dtype=m.float16):
+                m.mm(inp, weight)
+            with pytest.raises(RuntimeError) as e:
+                m.mm(inp, weight)
+            m.clear_autocast_cache()
+            fixed = str(m.mm(inp, weight).dtype)
+        return str(e.value), fixed
+
+    real = program(torch_ref)
+    assert real == ("expected m1 and m2 to have the same dtype, but got: c10::BFloat16 != c10::Half", "torch.bfloat16")
+    assert program(lab_torch) == real
+
+
+@claim("nb04.bfloat16_values")
+def test_bfloat16_values(torch_ref):
+    import pathlib
+
+    def program(m):
+        t = m.tensor([1.0, 0.1, 3.14159, 1e-5], dtype=m.bfloat16)
+        return (repr(t), t.element_size(), str(m.promote_types(m.bfloat16, m.float16)),
+                m.tensor([0.1], dtype=m.bfloat16).item())
+
+    real = program(torch_ref)
+    assert real[1:] == (2, "torch.float32", 0.10009765625)
+    assert program(lab_torch) == real
+    with pytest.raises(TypeError, match="BFloat16"):
+        torch_ref.ones(1, dtype=torch_ref.bfloat16).numpy()
+    with pytest.raises(TypeError, match="BFloat16"):
+        lab_torch.ones(1, dtype=lab_torch.bfloat16).numpy()
+    include = pathlib.Path(torch_ref.__file__).parent / "include"
+    assert "#include <torch/headeronly/util/BFloat16.h>" in (include / "c10" / "util" / "BFloat16.h").read_text()
+    headeronly = (include / "torch" / "headeronly" / "util" / "BFloat16.h").read_text()
+    assert re.search(r"namespace detail \{.*?uint16_t round_to_nearest_even\(float src\)", headeronly, re.S)
+
+
+@claim("nb04.cached_cast_device_type")
+def test_cached_cast_takes_the_device_type(torch_ref):
+    assert re.search(r"Tensor cached_cast\(\s*at::ScalarType to_type,\s*const Tensor& arg,\s*"
+                     r"c10::DeviceType device_type = c10::DeviceType::CUDA\);", autocast_header(torch_ref))
+    # DispatchKey::Autocast is AutocastCUDA, whose lower-precision dtype is half (kHalf)
+    assert torch_ref.get_autocast_dtype("cuda") == torch_ref.float16
+
+
+@claim("nb04.autocast_cache_process_wide")
+def test_weight_cache_is_shared_by_threads(torch_ref):
+    import threading
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen.append(str(func.overloadpacket))
+            return func(*args, **(kwargs or {}))
+
+    weight, inp = torch_ref.randn(2, 2, requires_grad=True), torch_ref.randn(2, 2)
+    seen = {}
+
+    def other_thread():
+        with torch_ref.autocast("cpu"), Log() as log:
+            torch_ref.mm(weight, inp)
+        seen["ops"] = log.seen
+
+    with torch_ref.autocast("cpu"):
+        torch_ref.mm(weight, inp)  # this thread fills the cache
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join()
+    assert seen["ops"] == ["aten._to_copy", "aten.mm"]  # only inp is cast: the weight's cast was found
+
+
+@claim("nb04.bfloat16_bits")
+def test_bfloat16_has_float32_exponent_and_7_mantissa_bits(torch_ref):
+    bf16, f32 = torch_ref.finfo(torch_ref.bfloat16), torch_ref.finfo(torch_ref.float32)
+    assert (bf16.bits, bf16.eps, f32.eps) == (16, 2.0**-7, 2.0**-23)
+    assert bf16.max == pytest.approx(f32.max, rel=1e-2) and bf16.tiny == f32.tiny  # same exponent range
