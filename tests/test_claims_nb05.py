@@ -170,6 +170,7 @@ def test_adinplaceorview_kernels(torch_ref):
 @pytest.fixture(scope="module")
 def add_cpu_text() -> str:
     """What torchgen writes into RegisterCPU.cpp for add.Tensor: the variant class and its wrapper."""
+    pytest.importorskip("torchgen")
     from torchgen.dest.register_dispatch_key import StructuredRegisterDispatchKey
     from torchgen.gen import get_grouped_native_functions, parse_native_yaml
     from torchgen.model import DispatchKey, NativeFunctionsGroup

@@ -17,7 +17,6 @@ Gradescope bundle.
 
 from __future__ import annotations
 
-import importlib.util as _importlib_util
 import json as _json
 import sys as _sys
 from collections.abc import Iterable
@@ -73,12 +72,9 @@ def load_exercise(name: str, folder: str | Path | None = None) -> ModuleType:
     path = (Path(folder) if folder is not None else REPO_ROOT / "exercises") / exercise.filename
     if not path.exists():
         raise FileNotFoundError(f"{path} was not found: the exercise file {exercise.filename} belongs in exercises/")
-    spec = _importlib_util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = _importlib_util.module_from_spec(spec)
-    _sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
-    return module
+    from labsupport.grade.worker import module_from_source
+
+    return module_from_source(path)
 
 
 def needs_seed(result: GradeResult) -> bool:

@@ -145,11 +145,17 @@ def import_learner(path: Path) -> ModuleType:
     folder = str(path.parent)
     if folder not in sys.path:
         sys.path.append(folder)  # the learner's own helper modules, never in front of the lab's
+    return module_from_source(path)
+
+
+def module_from_source(path: Path) -> ModuleType:
+    """Run ``path`` as a module named after it, compiled from the source itself: never from a cached
+    ``__pycache__`` file, which can be stale when the file was edited twice within one second."""
     spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[path.stem] = module
-    spec.loader.exec_module(module)
+    exec(compile(path.read_bytes(), str(path), "exec", dont_inherit=True), module.__dict__)
     return module
 
 
