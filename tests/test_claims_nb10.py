@@ -359,3 +359,63 @@ def test_add_has_legacy_batched_kernel(torch_ref):
     row = next(r for r in torch_ref._C._dispatch_dump_table("aten::add.Tensor").splitlines() if r.startswith("Batched:"))
     row = re.sub(r"/\S*?/pytorch/pytorch/", "", row)
     assert row == "Batched: registered at aten/src/ATen/LegacyBatchingRegistrations.cpp:1076 [kernel]"
+
+
+@claim("nb10.dynamic_layer_key_order")
+def test_dynamic_layer_keys_bracket_the_order(torch_ref):
+    order = str(torch_ref._C._dispatch_keyset_full())
+    order = order[order.index("(") + 1 : -1].split(", ")  # lowest priority first
+    front, back = order.index("FuncTorchDynamicLayerFrontMode"), order.index("FuncTorchDynamicLayerBackMode")
+    assert order[front + 1 :] == ["TESTING_ONLY_GenericWrapper", "TESTING_ONLY_GenericMode", "PreDispatch", "PythonDispatcher"]
+    assert order[back - 1] == "Python" and back < order.index("ADInplaceOrView") < order.index("AutogradCPU")
+    assert back > order.index("CPU")
+
+
+@claim("nb10.vmap_interpreter_tls")
+def test_vmap_interpreter_tls_seen_by_a_batching_rule(torch_ref):
+    from torch._C import _functorch as ft
+
+    seen = {}
+    lib = torch_ref.library.Library("claims10t", "DEF")
+    try:
+        lib.define("s(Tensor a) -> Tensor")
+        lib.impl("s", lambda a: a * 2, "CPU")
+
+        def rule(a):
+            seen["include"] = str(torch_ref._C._dispatch_tls_local_include_set())
+            seen["exclude"] = str(torch_ref._C._dispatch_tls_local_exclude_set())
+            level = ft.current_level()
+            value, bdim = ft._unwrap_batched(a, level)
+            return ft._add_batch_dim(value * 2, bdim, level)
+
+        lib.impl("s", rule, "FuncTorchBatched")
+        torch_ref.vmap(torch_ref.ops.claims10t.s)(torch_ref.ones(3, 2))
+    finally:
+        lib._destroy()
+    assert "FuncTorchVmapMode" in seen["include"]
+    excluded = seen["exclude"][len("DispatchKeySet(") : -1].split(", ")
+    for key in ("FuncTorchDynamicLayerFrontMode", "AutogradCPU", "ADInplaceOrView", "AutocastCPU", "Tracer", "Batched"):
+        assert key in excluded
+    assert "FuncTorchBatched" not in excluded and "FuncTorchDynamicLayerBackMode" not in excluded
+    # the lab's VmapInterpreter sets up the same TLS
+    lab_seen = {}
+    lab_lib = lab.Library("claims10t", "DEF")
+    try:
+        from labsupport.functorch import add_batch_dim, get_unwrapped, maybe_current_level
+
+        lab_lib.define("s(Tensor a) -> Tensor")
+        lab_lib.impl("s", lambda a: lab_torch.mul(a, 2.0), "CPU")
+
+        def lab_rule(a):
+            lab_seen["include"], lab_seen["exclude"] = lab.tls_include_set(), lab.tls_exclude_set()
+            return add_batch_dim(lab_torch.mul(get_unwrapped(a), 2.0), 0, maybe_current_level())
+
+        lab_lib.impl("s", lab_rule, "FuncTorchBatched")
+        lab_torch.vmap(lab.ops.claims10t.s.default)(lab_torch.ones(3, 2))
+    finally:
+        lab_lib.close()
+    assert str(lab_seen["include"]) == seen["include"]
+    lab_excluded = str(lab_seen["exclude"])
+    for key in ("FuncTorchDynamicLayerFrontMode", "Tracer", "Batched", "AutocastCPU"):
+        assert key in lab_excluded
+    assert "FuncTorchBatched" not in lab_excluded
