@@ -340,8 +340,13 @@ def test_random_ops_refused_unless_randomness_set(torch_ref):
     x = torch_ref.ones(3, 2)
     with pytest.raises(RuntimeError, match="called random operation while in randomness error mode"):
         torch_ref.vmap(lambda t: torch_ref.randn(2))(x)
-    assert tuple(torch_ref.vmap(lambda t: torch_ref.randn(2), randomness="same")(x).shape) == (3, 2)
-    assert tuple(torch_ref.vmap(lambda t: torch_ref.randn(2), randomness="different")(x).shape) == (3, 2)
+    same = torch_ref.vmap(lambda t: torch_ref.randn(2), randomness="same")(x)
+    different = torch_ref.vmap(lambda t: torch_ref.randn(2), randomness="different")(x)
+    assert tuple(same.shape) == tuple(different.shape) == (3, 2)
+    assert torch_ref.equal(same[0], same[1]) and torch_ref.equal(same[1], same[2])
+    assert not torch_ref.equal(different[0], different[1])
+    row = next(r for r in torch_ref._C._dispatch_dump_table("aten::randn").splitlines() if r.startswith("FuncTorchVmapMode:"))
+    assert "functorch/BatchRulesRandomness.cpp" in row and row.endswith("[kernel]")
 
 
 @claim("nb10.legacy_batched_keys")
@@ -352,6 +357,9 @@ def test_legacy_batched_tensor_has_no_backend_key(torch_ref):
     seen = []
     _vmap(lambda t: seen.append(str(torch_ref._C._dispatch_keys(t))) or t)(torch_ref.ones(3, 2))
     assert seen == ["DispatchKeySet(ADInplaceOrView, AutogradOther, Batched)"]
+    include = []
+    _vmap(lambda t: include.append(str(torch_ref._C._dispatch_tls_local_include_set())) or t)(torch_ref.ones(3, 2))
+    assert include == ["DispatchKeySet(BackendSelect, ADInplaceOrView, VmapMode)"]
 
 
 @claim("nb10.legacy_batched_add_kernel")
