@@ -166,3 +166,19 @@ def test_python_dispatcher_key(torch_ref):
     comment = text[: text.index("\n  PythonDispatcher,")].rsplit("PreDispatch,", 1)[1]
     assert "skip running the C++ dispatcher" in " ".join(comment.replace("//", " ").split())
     assert torch_ref._C._EnablePythonDispatcher is not None  # the switch (torch._dispatch.python)
+
+
+@claim("nb09.add_functorch_batched_kernel")
+def test_add_functorch_batched_kernel_on_both_sides(torch_ref):
+    import re
+
+    import labsupport as lab
+    import labsupport.torch  # registers the aten operators
+
+    def row(text: str) -> str:
+        line = next(r for r in text.splitlines() if r.startswith("FuncTorchBatched:"))
+        return re.sub(r"/\S*?/pytorch/pytorch/", "", line)
+
+    expected = "FuncTorchBatched: registered at aten/src/ATen/functorch/BatchRulesBinaryOps.cpp:353 [kernel]"
+    assert row(torch_ref._C._dispatch_dump_table("aten::add.Tensor")) == expected
+    assert row(lab.dispatcher.dump_table("aten::add.Tensor")) == expected
