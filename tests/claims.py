@@ -22,7 +22,9 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import pytest
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -52,3 +54,20 @@ def warnings_in_fresh_python(code: str) -> str:
     script += textwrap.indent(textwrap.dedent(code), "    ")
     script += "\nprint('\\n'.join(str(w.message) for w in _caught))\n"
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+
+
+def torch_213() -> Any:
+    """The installed PyTorch if it is the 2.13 the course's claims are about, else a skip."""
+    torch = pytest.importorskip("torch")
+    if not torch.__version__.startswith("2.13."):
+        pytest.skip(f"the course's claims are about PyTorch 2.13, this is {torch.__version__}")
+    return torch
+
+
+def table_rows(torch_ref: Any, op: str) -> dict[str, str]:
+    """``_dispatch_dump_table`` as {key: rest of the line}, with the build path prefix removed."""
+    rows = {}
+    for line in torch_ref._C._dispatch_dump_table(op).splitlines():
+        key, _, rest = line.partition(": ")
+        rows[key] = re.sub(r"/\S*?/pytorch/pytorch/", "", rest)
+    return rows

@@ -19,8 +19,25 @@ def vectors() -> dict:
 
 @pytest.fixture
 def torch_ref():
-    """The installed PyTorch, or a skip."""
-    return pytest.importorskip("torch")
+    """The installed PyTorch 2.13 (the reference the lab is checked against), or a skip."""
+    from claims import torch_213
+
+    return torch_213()
+
+
+@pytest.fixture
+def library(torch_ref):
+    """``library(ns, kind, *args)``: a torch.library.Library dropped after the test."""
+    made = []
+
+    def make(ns: str, kind: str = "DEF", *args):
+        lib = torch_ref.library.Library(ns, kind, *args)
+        made.append(lib)
+        return lib
+
+    yield make
+    for lib in reversed(made):
+        lib._destroy()
 
 
 class _NbvalSkipCompare:

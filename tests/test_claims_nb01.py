@@ -2,34 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
-from claims import claim
-
-
-@pytest.fixture
-def library(torch_ref):
-    """A fresh torch.library namespace per test, dropped afterwards."""
-    made = []
-
-    def make(ns: str, kind: str = "DEF", *args):
-        lib = torch_ref.library.Library(ns, kind, *args)
-        made.append(lib)
-        return lib
-
-    yield make
-    for lib in reversed(made):
-        lib._destroy()
-
-
-def table_rows(torch_ref, op: str) -> dict[str, str]:
-    """``_dispatch_dump_table`` as {key: rest of the line}, with the build path prefix removed."""
-    rows = {}
-    for line in torch_ref._C._dispatch_dump_table(op).splitlines():
-        key, _, rest = line.partition(": ")
-        rows[key] = re.sub(r"/\S*?/pytorch/pytorch/", "", rest)
-    return rows
+from claims import claim, table_rows
 
 
 @claim("nb01.dtype_not_a_key")

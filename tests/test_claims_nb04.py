@@ -10,36 +10,12 @@ import sys
 import warnings
 
 import pytest
-from claims import claim, warnings_in_fresh_python
+from claims import claim, table_rows, warnings_in_fresh_python
 from test_claims_nb02 import torch_key
 
 import labsupport as lab
 import labsupport.torch as lab_torch
 from labsupport.c10.dispatch_key_set import RUNTIME_KEYS, runtime_keys_of_alias
-
-
-@pytest.fixture
-def library(torch_ref):
-    """A fresh torch.library namespace per test, dropped afterwards."""
-    made = []
-
-    def make(ns: str, kind: str = "DEF", *args):
-        lib = torch_ref.library.Library(ns, kind, *args)
-        made.append(lib)
-        return lib
-
-    yield make
-    for lib in reversed(made):
-        lib._destroy()
-
-
-def table_rows(torch_ref, op: str) -> dict[str, str]:
-    """``_dispatch_dump_table`` as {key: rest of the line}, with the build path prefix removed."""
-    rows = {}
-    for line in torch_ref._C._dispatch_dump_table(op).splitlines():
-        key, _, rest = line.partition(": ")
-        rows[key] = re.sub(r"/\S*?/pytorch/pytorch/", "", rest)
-    return rows
 
 
 def define(library, ns: str, schema: str = "myadd(Tensor self, Tensor other) -> Tensor"):

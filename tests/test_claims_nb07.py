@@ -11,20 +11,6 @@ import pytest
 from claims import claim
 
 
-def torch_213():
-    """The installed PyTorch if it is the 2.13 these claims are about, else a skip."""
-    torch = pytest.importorskip("torch")
-    if not torch.__version__.startswith("2.13."):
-        pytest.skip(f"the course's claims are about PyTorch 2.13, this is {torch.__version__}")
-    return torch
-
-
-@pytest.fixture
-def torch_ref():
-    """conftest's ``torch_ref``, restricted to PyTorch 2.13."""
-    return torch_213()
-
-
 def table(torch_ref, op: str) -> dict[str, str]:
     """dump_table rows: key -> the rest of the line."""
     rows = {}

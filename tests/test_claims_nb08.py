@@ -7,22 +7,7 @@ from __future__ import annotations
 
 import pathlib
 
-import pytest
 from claims import claim
-
-
-def torch_213():
-    """The installed PyTorch if it is the 2.13 these claims are about, else a skip."""
-    torch = pytest.importorskip("torch")
-    if not torch.__version__.startswith("2.13."):
-        pytest.skip(f"the course's claims are about PyTorch 2.13, this is {torch.__version__}")
-    return torch
-
-
-@pytest.fixture
-def torch_ref():
-    """conftest's ``torch_ref``, restricted to PyTorch 2.13."""
-    return torch_213()
 
 
 def profiled(torch_ref, call) -> dict[str, int]:
@@ -71,7 +56,6 @@ def test_metadata_queries_not_profiled(torch_ref):
     x = torch_ref.ones(2)
     assert profiled(torch_ref, lambda: (x.dim(), x.size(0))) == {}
     assert profiled(torch_ref, lambda: torch_ref.ops.aten.dim(x)) == {"aten::dim": 1}
-
 
 
 @claim("nb08.collect_callgrind")
