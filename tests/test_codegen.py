@@ -173,3 +173,64 @@ def test_loading_the_same_build_twice_with_new_dispatchers_gives_fresh_modules()
         assert build.dispatcher.find_op("aten::add", "Tensor") is not None, build.__name__
         a = build.python_variable_methods.scalar_to_tensor(2.0)
         assert build.functions.add(a, a).item() == 4.0, build.__name__
+
+
+# ---------------------------------------------------------------- kernel names (type_wrapper_name)
+
+KERNEL_FILES = ("variable_type.py", "ad_inplace_or_view_type.py", "trace_type.py")
+
+
+def _registered_kernels(source: str) -> dict[str, str]:
+    """``{"add.out": "add_out_out", ...}``: what each ``m.impl("<op>", <kernel>, ...)`` line registers."""
+    import ast
+
+    found = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "impl":
+            op, fn = node.args[:2]
+            assert isinstance(op, ast.Constant) and isinstance(fn, ast.Name)
+            found[op.value] = fn.id
+    return found
+
+
+def test_autograd_kernels_follow_torchgens_type_wrapper_name():
+    """Every generated VariableType / ADInplaceOrView / TraceType kernel is named as torchgen's
+    ``type_wrapper_name`` names it, applied by torchgen itself to ops.yaml's schemas."""
+    pytest.importorskip("torchgen")
+    from torchgen.model import FunctionSchema
+    from torchgen.packaged.autograd.gen_trace_type import type_wrapper_name
+
+    reg = load_ops_yaml(DEFAULT_OPS_YAML)
+    schemas = {f.name: FunctionSchema.parse(str(f.func)) for f in reg.functions}
+    files = generate(reg, "ops.yaml")
+    for file in KERNEL_FILES:
+        kernels = _registered_kernels(files[file])
+        assert kernels, file
+        for op, kernel in kernels.items():
+            expected = type_wrapper_name(types.SimpleNamespace(func=schemas[op]))
+            assert kernel == expected, (file, op, kernel, expected)
+            assert f"\ndef {expected}(ks, " in files[file], (file, expected)
+    # the out= overloads are covered, not only functional and in-place ones
+    assert _registered_kernels(files["variable_type.py"])["sum.IntList_out"] == "sum_out_IntList_out"
+
+
+def test_out_kernels_carry_the_overload_and_call_the_ops_handle():
+    """``add.out``'s kernels are ``add_out_out`` (C++ function ``add_out`` + overload ``out``) but still
+    call the ``at::_ops::add_out`` handle; functional and in-place kernels keep their handle's name."""
+    reg = load_ops_yaml(DEFAULT_OPS_YAML)
+    files = generate(reg, "ops.yaml")
+    for file in ("variable_type.py", "ad_inplace_or_view_type.py"):
+        text = files[file]
+        assert "\ndef add_out_out(ks, self, other, alpha, out):" in text
+        assert "\ndef sum_out_IntList_out(ks, self, dim, keepdim, dtype, out):" in text
+        assert "_ops.add_out.redispatch(" in text and "_ops.sum_IntList_out.redispatch(" in text
+        assert "\ndef add_out(" not in text and "\ndef sum_IntList_out(" not in text
+        assert 'm.impl("add.out", add_out_out, with_keyset="raw")' in text
+        assert "::(anonymous namespace)::add_out_out:" in text  # the docstring's PyTorch name
+    assert "class add_out:" in files["_ops.py"]  # at::_ops::add_out keeps its name
+    variable_type = _registered_kernels(files["variable_type.py"])
+    for f in reg.functions:
+        if f.name in variable_type and not f.func.is_out_fn():
+            assert variable_type[f.name] == f.func.unambiguous_name(), f.name  # add_Tensor, add__Tensor, sum
+    assert variable_type["add.Tensor"] == "add_Tensor" and variable_type["add_.Tensor"] == "add__Tensor"
+    assert variable_type["sum.dim_IntList"] == "sum_dim_IntList"

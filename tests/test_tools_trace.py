@@ -243,3 +243,18 @@ def test_generated_kernels_keep_pytorchs_anonymous_namespaces():
         "torch::ADInplaceOrView::(anonymous namespace)::add__Tensor"
     )
     assert classify(f"{build}.ad_inplace_or_view_type", "copy_").torch_name == "torch::ADInplaceOrView::copy_"
+
+
+def test_out_variant_frames_carry_pytorchs_kernel_names():
+    """torch.add(..., out=) runs the kernels PyTorch 2.13 calls ``add_out_out`` (C++ name + overload),
+    reached through the ``at::_ops::add_out`` handle."""
+    a, b, out = torch.tensor([1.0, 2.0]), torch.tensor([3.0, 4.0]), torch.empty(2)
+    with lab.trace() as rec:
+        torch.add(a, b, out=out)
+    _assert_nested(rec, [
+        "at::_ops::add_out::call",
+        "torch::autograd::VariableType::(anonymous namespace)::add_out_out",
+        "torch::ADInplaceOrView::(anonymous namespace)::add_out_out",
+        "at::(anonymous namespace)::wrapper_CPU_add_out_out",
+    ])  # fmt: skip
+    assert rec.find("torch::autograd::VariableType::(anonymous namespace)::add_out") is None

@@ -34,6 +34,20 @@ def handle_name(f: NativeFunction) -> str:
     return f.func.unambiguous_name()
 
 
+def cpp_name(f: NativeFunction) -> str:
+    """torchgen ``api/cpp.py::name``: the C++ API function, ``add`` / ``add_`` / ``add_out``."""
+    return f"{f.func.name}_out" if f.func.is_out_fn() else f.func.name
+
+
+def type_wrapper_name(f: NativeFunction) -> str:
+    """torchgen ``type_wrapper_name`` (``gen_trace_type.py``): the name of a generated VariableType,
+    ADInplaceOrView or TraceType kernel, the C++ function name plus the overload: ``add_Tensor``,
+    ``add__Tensor``, ``add_out_out``, ``sum_out_IntList_out``. Unlike :func:`handle_name` (the
+    ``at::_ops`` struct, ``add_out``), an out= kernel carries ``_out`` twice."""
+    base = cpp_name(f)
+    return f"{base}_{f.func.overload_name}" if f.func.overload_name else base
+
+
 # ---------------------------------------------------------------- RegisterSchema
 
 

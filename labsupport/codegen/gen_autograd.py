@@ -12,7 +12,7 @@ import re
 import tokenize
 
 from labsupport.codegen.api import arg_names, py_name
-from labsupport.codegen.gen import handle_name, header
+from labsupport.codegen.gen import handle_name, header, type_wrapper_name
 from labsupport.codegen.model import Derivative, NativeFunction, OpsRegistry
 
 
@@ -178,9 +178,9 @@ def gen_variable_type(reg: OpsRegistry, source: str) -> str:
             continue  # factories: the Autograd key is never in their key set
         if "CompositeImplicitAutograd" in f.dispatch:
             continue  # a composite's autograd comes from the operators it calls (matmul -> mm)
-        name = handle_name(f)
+        name = type_wrapper_name(f)
         params = ", ".join(arg_names(f.func))
-        handle = f"_ops.{name}"
+        handle = f"_ops.{handle_name(f)}"
         tensor_names = ", ".join(py_name(a.name) for a in tensors)
         any_rg = " or ".join(f"{py_name(a.name)}.requires_grad" for a in tensors if a.type.is_tensor)
         any_rg = any_rg or "False"
@@ -240,10 +240,10 @@ def gen_ad_inplace_or_view(reg: OpsRegistry, source: str) -> str:
         mutated = [py_name(a.name) for a in f.func.arguments if a.annotation is not None and a.annotation.is_write]
         if not mutated:
             continue
-        name = handle_name(f)
+        name = type_wrapper_name(f)
         params = ", ".join(arg_names(f.func))
         bumps = "".join(f"    increment_version({m})\n" for m in mutated)
-        call = f"result = _ops.{name}.redispatch(ks & AFTER_AD_INPLACE_OR_VIEW_KEYSET, {params})"
+        call = f"result = _ops.{handle_name(f)}.redispatch(ks & AFTER_AD_INPLACE_OR_VIEW_KEYSET, {params})"
         parts.append(
             f"\n\ndef {name}(ks, {params}):\n"
             f'    """torch::ADInplaceOrView::(anonymous namespace)::{name}: run the op below, then bump the version of\n'

@@ -15,7 +15,7 @@ argument as a last input. ``torch.jit.trace``'s ``_force_outplace`` mode is not 
 from __future__ import annotations
 
 from labsupport.codegen.api import arg_names, py_name
-from labsupport.codegen.gen import handle_name, header
+from labsupport.codegen.gen import handle_name, header, type_wrapper_name
 from labsupport.codegen.model import NativeFunction, OpsRegistry
 
 # Hand-written Tracer kernels (labsupport/jit/trace_type_manual.py; PyTorch: TraceTypeManual.cpp).
@@ -28,9 +28,9 @@ def should_trace(f: NativeFunction) -> bool:
 
 
 def _kernel(f: NativeFunction) -> str:
-    name = handle_name(f)
+    name = type_wrapper_name(f)
     params = ", ".join(arg_names(f.func))
-    handle = f"_ops.{name}"
+    handle = f"_ops.{handle_name(f)}"
     inputs = [a for a in f.func.arguments if not a.is_out] + [a for a in f.func.arguments if a.is_out]
     add_inputs = "".join(
         f'        tracer.add_inputs(node, "{a.name}", {py_name(a.name)}, "{a.type}")\n' for a in inputs
@@ -72,17 +72,17 @@ def gen_trace_type(reg: OpsRegistry, source: str) -> str:
         if not should_trace(f):
             continue
         if f.func.name in MANUAL_TRACER:
-            name, params = handle_name(f), ", ".join(arg_names(f.func))
+            name, handle, params = type_wrapper_name(f), handle_name(f), ", ".join(arg_names(f.func))
             parts.append(
                 f"\n\ndef {name}(ks, {params}):\n"
                 f'    """torch::TraceType::{name}: hand-written in PyTorch (TraceTypeManual.cpp); see\n'
                 f'    labsupport/jit/trace_type_manual.py."""\n'
-                f"    return trace_type_manual.{name}(_ops.{name}, ks, {params})\n"
+                f"    return trace_type_manual.{handle}(_ops.{handle}, ks, {params})\n"
             )
             manual.append((f.name, name))
             continue
         parts.append(_kernel(f))
-        regs.append((f.name, handle_name(f)))
+        regs.append((f.name, type_wrapper_name(f)))
     parts.append('\n\nm = Library("aten", "IMPL", "Tracer", dispatcher=dispatcher)\n')
     for op_name, fn in regs:
         parts.append(f'm.impl("{op_name}", {fn}, with_keyset="raw")\n')
