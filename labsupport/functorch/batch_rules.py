@@ -19,8 +19,19 @@ neg_, sin_, fill_.Scalar, zero_           unary_inplace_batch_rule              
 sum                                       sum_decomp (calls sum.dim_IntList)        BatchRulesReduceOps.cpp:458
 sum.dim_IntList                           boxed_reduction_batch_rule                BatchRulesReduceOps.cpp:458
 expand                                    expand_batch_rule                         BatchRulesViews.cpp:578
+mm                                        mm_batch_rule                             BatchRulesLinearAlgebra.cpp:816
+matmul (FuncTorchBatchedDecomposition)    matmul's own composite kernel             BatchRulesDecompositions.cpp:35
 randn, normal_ (FuncTorchVmapMode key)    randomness kernels                        BatchRulesRandomness.cpp:375
 =======================================  ========================================  =========================
+
+``matmul`` has no rule of its own: PyTorch registers its CompositeImplicitAutograd kernel again on the
+``FuncTorchBatchedDecomposition`` alias key (``OP_DECOMPOSE(matmul)``), so under vmap it runs on the
+per-example shapes and reaches ``mm``'s rule (the dump labels that row ``[batched kernel]``). The lab
+does the same with its ``at::native::matmul``, so the per-example ranks decide, and the ranks the lab's
+matmul does not implement raise its NotImplementedError under vmap too.
+
+``dot`` and ``mv`` have rules in PyTorch 2.13 (BatchRulesLinearAlgebra.cpp) that the lab does not have
+yet: they (and so vmap of matmul on 1-D x 1-D or 2-D x 1-D examples) take the for-loop fallback.
 
 The out= overloads and the factories have no rule: they reach the for-loop fallback
 (batched_fallback.py), which refuses out= ops as PyTorch does. Where a PyTorch rule calls
@@ -33,6 +44,10 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from labsupport.aten import dtype as dtypes
+from labsupport.aten.dtype import round_to_bfloat16
 from labsupport.aten.type_promotion import (
     ResultTypeState,
     promote_types,
@@ -58,6 +73,8 @@ UNARY = FUNCTORCH + "BatchRulesUnaryOps.cpp:63"
 REDUCE = FUNCTORCH + "BatchRulesReduceOps.cpp:458"
 VIEWS = FUNCTORCH + "BatchRulesViews.cpp:578"
 RANDOMNESS = FUNCTORCH + "BatchRulesRandomness.cpp:375"
+LINALG = FUNCTORCH + "BatchRulesLinearAlgebra.cpp:816"
+DECOMPOSITIONS = FUNCTORCH + "BatchRulesDecompositions.cpp:35"
 
 # ---- helpers (BatchRulesHelper.h) ---------------------------------------------------------------
 
@@ -226,6 +243,76 @@ def copy__batch_rule(
     op.call(a, b, non_blocking)
 
 
+def mm_batch_rule(
+    op: Any, self_: Any, self_bdim: int | None, other: Any, other_bdim: int | None
+) -> tuple[Any, int]:
+    """``mm_batch_rule`` (BatchRulesLinearAlgebra.cpp): both operands must be logical matrices; batch
+    dims go to the front and PyTorch calls ``at::matmul`` on the physical tensors, bdim 0 out.
+
+    The lab's matmul has no batched case, so this rule takes matmul's two paths itself:
+    self batched, other not ([B, n, k] @ [k, m]) is *folded* into one ``at::mm`` of [B*n, k] @ [k, m]
+    (PyTorch folds when the moved self is contiguous; the lab's numpy memory always is); every other
+    case is ``at::bmm`` in PyTorch, an operator the lab lacks, computed here by ``_bmm_stand_in``."""
+    self_rank = rank_without_batch_dim(self_, self_bdim)
+    other_rank = rank_without_batch_dim(other, other_bdim)
+    if self_rank != 2 or other_rank != 2:
+        raise RuntimeError(
+            f"Shape mismatch: Got incorrect dims for mm(a, b). a has dim {self_rank}and b has dim "
+            f"{other_rank}but expected them to have dim 2 and dim 2"
+        )  # sic: PyTorch 2.13's message has no space before "and" / "but"
+    a = move_batch_dim_to_front(self_, self_bdim)
+    b = move_batch_dim_to_front(other, other_bdim)
+    if other_bdim is None:  # matmul's fold: [B, n, k] -> [B*n, k], one mm, back to [B, n, m]
+        batch, n, k = a._sizes
+        out = op.call(_reshape(a, (batch * n, k)), b)
+        return _reshape(out, (batch, n, out._sizes[1])), 0
+    if self_bdim is None:  # matmul does not fold a 2-D self: it expands it to [B, n, k] for bmm
+        a = _expand_front(a, b._sizes[0])
+    return _bmm_stand_in(a, b), 0
+
+
+def _expand_front(value: Any, batch: int) -> Any:
+    if is_batchedtensor(value):
+        return make_batched(_expand_front(value._bt_value, batch), value._bt_bdim + 1, value._bt_level)
+    data = np.broadcast_to(value._data, (batch, *value._data.shape))
+    return type(value)._make(data, (batch, *value._sizes), value._dtype, value._device)
+
+
+def _bmm_stand_in(a: Any, b: Any) -> Any:
+    """``at::bmm`` of [B, n, k] and [B, k, m] (CPU's ``bmm_out_or_baddbmm_``), PyTorch 2.13's checks
+    and words, numpy math as the lab's mm kernel does it (reduced floats accumulate in float32)."""
+    if is_batchedtensor(a) or is_batchedtensor(b):
+        raise NotImplementedError(
+            "aten::mm batching rule: with both matrices batched PyTorch calls at::bmm, which the lab does "
+            "not have; its numpy stand-in takes plain tensors only, so a nested vmap that batches both "
+            "operands of mm at an outer level is not supported by the lab (lab: labsupport/functorch/"
+            "batch_rules.py, _bmm_stand_in)"
+        )
+    (batch, n, k), (batch2, k2, m) = a._sizes, b._sizes
+    if (batch2, k2) != (batch, k):
+        raise RuntimeError(
+            f"Expected size for first two dimensions of batch2 tensor to be: [{batch}, {k}] but got: "
+            f"[{batch2}, {k2}]."
+        )
+    if a._dtype is not b._dtype:
+        raise RuntimeError(
+            f"expected scalar type {a._dtype.scalar_type_name} but found {b._dtype.scalar_type_name}"
+        )
+    dtype = a._dtype
+    data = np.zeros((batch, n, m), dtype=dtype.np)
+    if data.size and k:
+        if dtype is dtypes.bool:
+            raise NotImplementedError("\"bmm\" not implemented for 'Bool'")
+        if dtype is dtypes.float16 or dtype is dtypes.bfloat16:
+            product = np.matmul(a._data.astype(np.float32), b._data.astype(np.float32))
+        else:
+            product = np.matmul(a._data, b._data)
+        np.copyto(data, product, casting="unsafe")
+        if dtype is dtypes.bfloat16:
+            round_to_bfloat16(data)
+    return type(a)._make(data, (batch, n, m), dtype, a._device)
+
+
 # ---- plumbing (VmapGeneratedPlumbing.h) -------------------------------------------------------
 
 
@@ -297,7 +384,12 @@ RULES: dict[str, tuple[str, Callable[..., Any], tuple[int, ...], bool, str]] = {
     "aten::zero_": ("zero_", unary_inplace_batch_rule, (0,), True, UNARY),
     "aten::sum.dim_IntList": ("sum_dim_IntList", boxed_reduction_batch_rule, (0,), False, REDUCE),
     "aten::expand": ("expand", expand_batch_rule, (0,), False, VIEWS),
+    "aten::mm": ("mm", mm_batch_rule, (0, 1), False, LINALG),
 }
+
+# Operators whose CompositeImplicitAutograd kernel is registered again on FuncTorchBatchedDecomposition
+# (BatchRulesDecompositions.cpp, ``OP_DECOMPOSE``): op full name -> site.
+DECOMPOSED: dict[str, str] = {"aten::matmul": DECOMPOSITIONS}
 
 
 # ---- randomness (BatchRulesRandomness.cpp), on the FuncTorchVmapMode key -------------------------
@@ -361,6 +453,16 @@ def register_batch_rules(build: Any, owner: object) -> list[Callable[[], None]]:
     if sum_dim is not None:
         _SUM_DIM_HANDLE[:] = [sum_dim]
         register("aten::sum", BATCHED_KEY, sum_decomp, REDUCE)
+    for full_name, site in DECOMPOSED.items():
+        entry = dispatcher.operators.get(full_name)
+        composite = None if entry is None else entry.kernels.get(DispatchKey.CompositeImplicitAutograd)
+        if composite:  # the same kernel object: vmap runs the op's own decomposition on logical shapes
+            debug = f"registered at {site}"
+            undo.append(
+                dispatcher.register_impl(
+                    full_name, DispatchKey.FuncTorchBatchedDecomposition, composite[-1].kernel, debug, owner
+                )
+            )
     if getattr(ops, "randn", None) is not None:
         register("aten::randn", DispatchKey.FuncTorchVmapMode, _make_randn_kernel(ops.randn), RANDOMNESS)
     if getattr(ops, "normal_", None) is not None:
