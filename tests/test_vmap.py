@@ -552,6 +552,36 @@ def test_vmap_mm_and_matmul_agree_with_pytorch(torch_ref, op):
         np.testing.assert_allclose(mine.numpy(), real.numpy(), rtol=1e-6)
 
 
+def test_nested_vmap_mm_agrees_with_pytorch(torch_ref):
+    """Randomized nested vmap over mm: each operand batched at the inner level, the outer, both or
+    neither (not both unbatched at one level), batch dims anywhere."""
+    rng = random.Random(1717)
+    choices = [(0, 0), (0, None), (None, 0), (1, 0), (0, 1)]
+    for _ in range(30):
+        inner, outer = rng.choice(choices), rng.choice(choices)
+        n, k, m, b_in, b_out = (rng.randint(1, 4) for _ in range(5))
+        arrays = []
+        for logical, i_dim, o_dim in (((n, k), inner[0], outer[0]), ((k, m), inner[1], outer[1])):
+            shape = list(logical)
+            if i_dim is not None:
+                shape.insert(min(i_dim, len(shape)), b_in)
+            if o_dim is not None:
+                shape.insert(min(o_dim, len(shape)), b_out)
+            arrays.append(np.random.default_rng(rng.randrange(2**32)).standard_normal(shape))
+        in_inner = tuple(None if d is None else min(d, 2) for d in inner)
+        in_outer = tuple(None if d is None else min(d, 2 + (i is not None)) for d, i in zip(outer, inner))
+
+        def run(mod, tensors, in_inner=in_inner, in_outer=in_outer):
+            return mod.vmap(mod.vmap(mod.mm, in_dims=in_inner), in_dims=in_outer)(*tensors)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            real = run(torch_ref, [torch_ref.from_numpy(a) for a in arrays])
+            mine = run(lt, [lab_tensor(a) for a in arrays])
+        assert tuple(mine.shape) == tuple(real.shape), (inner, outer, [a.shape for a in arrays])
+        np.testing.assert_allclose(mine.numpy(), real.numpy(), rtol=1e-6, atol=1e-12)
+
+
 def test_vmap_mm_runs_the_rule_and_folds_into_mm():
     """The trace: matmul's decomposition on FuncTorchBatched, then mm's plumbing and rule, which
     folds a batched self into one at::mm (no for-loop, so one mm call, not one per example)."""

@@ -60,10 +60,12 @@ from labsupport.c10.kernel_function import KernelFunction
 from labsupport.c10.tls import ExcludeDispatchKeyGuard
 from labsupport.functorch.batched_tensor import (
     BATCHED_KEY,
+    expand_front,
     is_batched_at_level,
     is_batchedtensor,
     make_batched,
     move_dim,
+    unwrap_at_level,
 )
 from labsupport.functorch.dynamic_layer import current_layer
 
@@ -267,27 +269,28 @@ def mm_batch_rule(
         out = op.call(_reshape(a, (batch * n, k)), b)
         return _reshape(out, (batch, n, out._sizes[1])), 0
     if self_bdim is None:  # matmul does not fold a 2-D self: it expands it to [B, n, k] for bmm
-        a = _expand_front(a, b._sizes[0])
+        a = expand_front(a, b._sizes[0])
     return _bmm_stand_in(a, b), 0
-
-
-def _expand_front(value: Any, batch: int) -> Any:
-    if is_batchedtensor(value):
-        return make_batched(_expand_front(value._bt_value, batch), value._bt_bdim + 1, value._bt_level)
-    data = np.broadcast_to(value._data, (batch, *value._data.shape))
-    return type(value)._make(data, (batch, *value._sizes), value._dtype, value._device)
 
 
 def _bmm_stand_in(a: Any, b: Any) -> Any:
     """``at::bmm`` of [B, n, k] and [B, k, m] (CPU's ``bmm_out_or_baddbmm_``), PyTorch 2.13's checks
-    and words, numpy math as the lab's mm kernel does it (reduced floats accumulate in float32)."""
+    and words, numpy math as the lab's mm kernel does it (reduced floats accumulate in float32).
+
+    Under nested vmap an operand can be a BatchedTensor of an outer level: PyTorch's bmm would reach
+    bmm's own batching rule there; the stand-in does what that rule does (outer batch dim to the
+    front, the other operand expanded, both folded into one bmm) and wraps the result at that level."""
     if is_batchedtensor(a) or is_batchedtensor(b):
-        raise NotImplementedError(
-            "aten::mm batching rule: with both matrices batched PyTorch calls at::bmm, which the lab does "
-            "not have; its numpy stand-in takes plain tensors only, so a nested vmap that batches both "
-            "operands of mm at an outer level is not supported by the lab (lab: labsupport/functorch/"
-            "batch_rules.py, _bmm_stand_in)"
+        level = max(t._bt_level for t in (a, b) if is_batchedtensor(t))
+        (a_value, a_bdim), (b_value, b_bdim) = unwrap_at_level(a, level), unwrap_at_level(b, level)
+        outer = a_value._sizes[a_bdim] if a_bdim is not None else b_value._sizes[b_bdim]
+        a_value = move_batch_dim_to_front(a_value, a_bdim) if a_bdim is not None else expand_front(a, outer)
+        b_value = move_batch_dim_to_front(b_value, b_bdim) if b_bdim is not None else expand_front(b, outer)
+        (_, batch, n, k), (_, batch2, k2, m) = a_value._sizes, b_value._sizes
+        out = _bmm_stand_in(
+            _reshape(a_value, (outer * batch, n, k)), _reshape(b_value, (outer * batch2, k2, m))
         )
+        return make_batched(_reshape(out, (outer, batch, n, m)), 0, level)
     (batch, n, k), (batch2, k2, m) = a._sizes, b._sizes
     if (batch2, k2) != (batch, k):
         raise RuntimeError(
