@@ -508,7 +508,8 @@ def test_fallback_warning_words_agree_with_pytorch(torch_ref):
 def test_batching_rule_sites_agree_with_pytorch(torch_ref):
     for op in ["add.Tensor", "add_.Tensor", "sub.Tensor", "mul.Tensor", "mul_.Tensor", "neg", "sin", "cos",
                "sum", "sum.dim_IntList", "fill_.Scalar", "zero_", "copy_", "expand", "add.out", "sin.out",
-               "empty.memory_format", "zeros", "ones", "randn", "normal_", "mm", "matmul"]:  # fmt: skip
+               "empty.memory_format", "zeros", "ones", "randn", "normal_", "mm", "matmul", "mv", "dot",
+               "mm.out"]:  # fmt: skip
         for key in ("FuncTorchBatched", "FuncTorchVmapMode"):
             real = next(
                 line
@@ -521,14 +522,18 @@ def test_batching_rule_sites_agree_with_pytorch(torch_ref):
             assert mine == real.replace("/__w/pytorch/pytorch/", ""), op
 
 
-def _mm_case(rng: random.Random):
-    """A random vmap over mm or matmul: which operand is batched, where its batch dim sits, sizes, dtype."""
+def _mm_case(rng: random.Random, op: str):
+    """A random vmap over mm, mv, dot or matmul: which operand is batched, where its batch dim sits,
+    sizes (sometimes 0), dtype."""
     batch, n, k, m = (rng.randint(0, 4) if rng.random() < 0.1 else rng.randint(1, 4) for _ in range(4))
     dtype = rng.choice(["float32", "float64", "int64"])
-    in_dims = rng.choice([(0, 0), (0, None), (None, 0), (1, 0), (0, 2), (2, None), (None, 1)])
+    kind = {"mm": "mm", "mv": "mv", "dot": "dot"}.get(op) or rng.choice(["mm", "mv", "dot"])
+    logical = {"mm": ((n, k), (k, m)), "mv": ((n, k), (k,)), "dot": ((k,), (k,))}[kind]
+    in_dims = rng.choice([(0, 0), (0, None), (None, 0), (0, 0), (1, 0), (0, 1), (2, None), (None, 2)])
+    in_dims = tuple(None if d is None else min(d, len(shape)) for d, shape in zip(in_dims, logical))
     shapes = []
-    for logical, bdim in (((n, k), in_dims[0]), ((k, m), in_dims[1])):
-        shape = list(logical)
+    for shape, bdim in zip(logical, in_dims):
+        shape = list(shape)
         if bdim is not None:
             shape.insert(bdim, batch)
         shapes.append(tuple(shape))
@@ -537,12 +542,13 @@ def _mm_case(rng: random.Random):
     return arrays, in_dims
 
 
-@pytest.mark.parametrize("op", ["mm", "matmul"])
-def test_vmap_mm_and_matmul_agree_with_pytorch(torch_ref, op):
-    """Randomized: values, shapes, dtypes equal PyTorch's, and neither warns (mm's rule, matmul's decomposition)."""
+@pytest.mark.parametrize("op", ["mm", "mv", "dot", "matmul"])
+def test_vmap_linear_algebra_agrees_with_pytorch(torch_ref, op):
+    """Randomized: values, shapes, dtypes equal PyTorch's, and none warns (the rules of mm, mv, dot;
+    matmul's decomposition, which reaches them through the per-example ranks)."""
     rng = random.Random(1713)
     for _ in range(40):
-        arrays, in_dims = _mm_case(rng)
+        arrays, in_dims = _mm_case(rng, op)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             real = torch_ref.vmap(getattr(torch_ref, op), in_dims=in_dims)(*map(torch_ref.from_numpy, arrays))
@@ -611,6 +617,8 @@ def test_vmap_mm_runs_the_rule_and_folds_into_mm():
         "fold_size",   # self batched only, inner sizes differ: the folded shapes in mm's words
         "bmm_bool",
         "matmul_0d",
+        "mv_rank",
+        "dot_rank",
     ],
 )
 def test_vmap_mm_errors_agree_with_pytorch(torch_ref, case):
@@ -627,6 +635,8 @@ def test_vmap_mm_errors_agree_with_pytorch(torch_ref, case):
         "fold_size": ([np.ones((3, 2, 4), f32), np.ones((3, 5), f32)], (0, None), "mm"),
         "bmm_bool": ([np.ones((3, 2, 2), bool), np.ones((3, 2, 2), bool)], 0, "mm"),
         "matmul_0d": ([np.ones(3, f32), np.ones(3, f32)], 0, "matmul"),
+        "mv_rank": ([np.ones((3, 4), f32), np.ones((3, 4), f32)], 0, "mv"),
+        "dot_rank": ([np.ones((3, 2, 4), f32), np.ones((3, 4), f32)], 0, "dot"),
     }
     arrays, in_dims, op = cases[case]
     with pytest.raises(Exception) as real:

@@ -20,6 +20,7 @@ sum                                       sum_decomp (calls sum.dim_IntList)    
 sum.dim_IntList                           boxed_reduction_batch_rule                BatchRulesReduceOps.cpp:458
 expand                                    expand_batch_rule                         BatchRulesViews.cpp:578
 mm                                        mm_batch_rule                             BatchRulesLinearAlgebra.cpp:816
+mv, dot                                   mv_batch_rule (tv_batch_rule), dot_batch_rule  BatchRulesLinearAlgebra.cpp:816
 matmul (FuncTorchBatchedDecomposition)    matmul's own composite kernel             BatchRulesDecompositions.cpp:35
 randn, normal_ (FuncTorchVmapMode key)    randomness kernels                        BatchRulesRandomness.cpp:375
 =======================================  ========================================  =========================
@@ -30,8 +31,9 @@ per-example shapes and reaches ``mm``'s rule (the dump labels that row ``[batche
 does the same with its ``at::native::matmul``, so the per-example ranks decide, and the ranks the lab's
 matmul does not implement raise its NotImplementedError under vmap too.
 
-``dot`` and ``mv`` have rules in PyTorch 2.13 (BatchRulesLinearAlgebra.cpp) that the lab does not have
-yet: they (and so vmap of matmul on 1-D x 1-D or 2-D x 1-D examples) take the for-loop fallback.
+Where those rules call ``at::matmul`` on the physical tensors, the lab takes the path matmul would
+take itself: a fold into one ``at::mm`` / ``at::mv`` (dispatched), or ``at::bmm``, which the lab lacks
+and computes with numpy in ``_bmm_stand_in`` (PyTorch's checks and words).
 
 The out= overloads and the factories have no rule: they reach the for-loop fallback
 (batched_fallback.py), which refuses out= ops as PyTorch does. Where a PyTorch rule calls
@@ -273,6 +275,56 @@ def mm_batch_rule(
     return _bmm_stand_in(a, b), 0
 
 
+def mv_batch_rule(
+    op: Any, self_: Any, self_bdim: int | None, other: Any, other_bdim: int | None
+) -> tuple[Any, int]:
+    """``mv_batch_rule`` -> ``tv_batch_rule`` (BatchRulesLinearAlgebra.cpp): a matrix and a vector per
+    example. Both batched: [B, O, I] @ [B, I, 1] (bmm), squeezed, bdim 0. Self only: matmul folds
+    [B, O, I] into one ``at::mv`` of [B*O, I]. Other only: [O, I] @ [I, B] is one ``at::mm``, bdim 1."""
+    self_rank = rank_without_batch_dim(self_, self_bdim)
+    other_rank = rank_without_batch_dim(other, other_bdim)
+    if self_rank != 2 or other_rank != 1:
+        raise RuntimeError(
+            f"Shape mismatch: Got incorrect dims for mv(a, b). a has dim {self_rank}and b has dim "
+            f"{other_rank}but expected them to have dim 2 and dim 1"
+        )  # sic, as mm's
+    if self_bdim is not None and other_bdim is not None:
+        a = move_batch_dim_to_front(self_, self_bdim)
+        b = move_batch_dim_to_front(other, other_bdim)
+        batch, o, i = a._sizes
+        out = _bmm_stand_in(a, _reshape(b, (b._sizes[0], b._sizes[1], 1)))
+        return _reshape(out, (batch, o)), 0
+    if self_bdim is not None:
+        a = move_batch_dim_to_front(self_, self_bdim)
+        batch, o, i = a._sizes
+        return _reshape(op.call(_reshape(a, (batch * o, i)), other), (batch, o)), 0
+    return _MM_HANDLE[0].call(self_, move_dim(other, other_bdim, 1)), 1
+
+
+def dot_batch_rule(
+    op: Any, self_: Any, self_bdim: int | None, other: Any, other_bdim: int | None
+) -> tuple[Any, int]:
+    """``dot_batch_rule`` (BatchRulesLinearAlgebra.cpp): two vectors per example. Both batched:
+    [B, 1, I] @ [B, I, 1] (bmm) squeezed to [B]; one batched: ``matmul(A, B.t())``, which is one
+    ``at::mv`` ([B, I] @ [I]) or, for a batched other, ``unsqueeze(0) + at::mm + squeeze_(0)``."""
+    if rank_without_batch_dim(self_, self_bdim) != 1 or rank_without_batch_dim(other, other_bdim) != 1:
+        raise RuntimeError("Got wrong shapes for dot")
+    a = move_batch_dim_to_front(self_, self_bdim)
+    b = move_batch_dim_to_front(other, other_bdim)
+    if self_bdim is not None and other_bdim is not None:
+        batch, i = a._sizes
+        out = _bmm_stand_in(_reshape(a, (batch, 1, i)), _reshape(b, (b._sizes[0], b._sizes[1], 1)))
+        return _reshape(out, (batch,)), 0
+    if self_bdim is not None:
+        return _MV_HANDLE[0].call(a, b), 0
+    out = _MM_HANDLE[0].call(_reshape(a, (1, a._sizes[0])), move_dim(b, 0, 1))
+    return _reshape(out, (out._sizes[1],)), 0
+
+
+_MM_HANDLE: list[Any] = []
+_MV_HANDLE: list[Any] = []
+
+
 def _bmm_stand_in(a: Any, b: Any) -> Any:
     """``at::bmm`` of [B, n, k] and [B, k, m] (CPU's ``bmm_out_or_baddbmm_``), PyTorch 2.13's checks
     and words, numpy math as the lab's mm kernel does it (reduced floats accumulate in float32).
@@ -388,6 +440,8 @@ RULES: dict[str, tuple[str, Callable[..., Any], tuple[int, ...], bool, str]] = {
     "aten::sum.dim_IntList": ("sum_dim_IntList", boxed_reduction_batch_rule, (0,), False, REDUCE),
     "aten::expand": ("expand", expand_batch_rule, (0,), False, VIEWS),
     "aten::mm": ("mm", mm_batch_rule, (0, 1), False, LINALG),
+    "aten::mv": ("mv", mv_batch_rule, (0, 1), False, LINALG),
+    "aten::dot": ("dot", dot_batch_rule, (0, 1), False, LINALG),
 }
 
 # Operators whose CompositeImplicitAutograd kernel is registered again on FuncTorchBatchedDecomposition
@@ -452,6 +506,8 @@ def register_batch_rules(build: Any, owner: object) -> list[Callable[[], None]]:
         if handle is None:
             continue
         register(full_name, BATCHED_KEY, make_plumbing(full_name, handle, rule, tensor_args, inplace), site)
+    _MM_HANDLE[:] = [getattr(ops, "mm", None)]
+    _MV_HANDLE[:] = [getattr(ops, "mv", None)]
     sum_dim = getattr(ops, "sum_dim_IntList", None)
     if sum_dim is not None:
         _SUM_DIM_HANDLE[:] = [sum_dim]
