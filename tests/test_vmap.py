@@ -509,7 +509,7 @@ def test_batching_rule_sites_agree_with_pytorch(torch_ref):
     for op in ["add.Tensor", "add_.Tensor", "sub.Tensor", "mul.Tensor", "mul_.Tensor", "neg", "sin", "cos",
                "sum", "sum.dim_IntList", "fill_.Scalar", "zero_", "copy_", "expand", "add.out", "sin.out",
                "empty.memory_format", "zeros", "ones", "randn", "normal_", "mm", "matmul", "mv", "dot",
-               "mm.out"]:  # fmt: skip
+               "mm.out", "_to_copy", "to.dtype"]:  # fmt: skip
         for key in ("FuncTorchBatched", "FuncTorchVmapMode"):
             real = next(
                 line
@@ -556,6 +556,23 @@ def test_vmap_linear_algebra_agrees_with_pytorch(torch_ref, op):
         assert tuple(mine.shape) == tuple(real.shape), (op, in_dims, [a.shape for a in arrays])
         assert str(mine.dtype) == str(real.dtype)
         np.testing.assert_allclose(mine.numpy(), real.numpy(), rtol=1e-6)
+
+
+def test_vmap_dtype_conversion_agrees_with_pytorch(torch_ref):
+    """``to(dtype)`` is decomposed (to.dtype's composite kernel on FuncTorchBatchedDecomposition) into
+    ``_to_copy``, whose rule is the basic unary one: no warning, PyTorch's values and dtypes."""
+    rng = np.random.default_rng(1719)
+    for in_dim in (0, 1):
+        array = rng.standard_normal((3, 4))
+        for name in ("float32", "int64", "float64"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                real = torch_ref.vmap(lambda t, n=name: t.to(getattr(torch_ref, n)), in_dims=in_dim)(
+                    torch_ref.from_numpy(array)
+                )
+                mine = lt.vmap(lambda t, n=name: t.to(getattr(lt, n)), in_dims=in_dim)(lab_tensor(array))
+            assert str(mine.dtype) == str(real.dtype) and tuple(mine.shape) == tuple(real.shape)
+            np.testing.assert_array_equal(mine.numpy(), real.numpy())
 
 
 def test_nested_vmap_mm_agrees_with_pytorch(torch_ref):

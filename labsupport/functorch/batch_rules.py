@@ -14,14 +14,14 @@ operators                                rule (the function PyTorch registers)  
 add.Tensor, sub.Tensor, mul.Tensor        binary_pointwise_batch_rule               BatchRulesBinaryOps.cpp:353
 add_.Tensor, sub_.Tensor, mul_.Tensor     binary_pointwise_inplace_batch_rule       BatchRulesBinaryOps.cpp:353
 copy_                                     copy__batch_rule                          BatchRulesBinaryOps.cpp:353
-neg, sin, cos                             BasicUnaryBatchRuleHelper::apply          BatchRulesUnaryOps.cpp:63
+neg, sin, cos, _to_copy                   BasicUnaryBatchRuleHelper::apply          BatchRulesUnaryOps.cpp:63
 neg_, sin_, fill_.Scalar, zero_           unary_inplace_batch_rule                  BatchRulesUnaryOps.cpp:63
 sum                                       sum_decomp (calls sum.dim_IntList)        BatchRulesReduceOps.cpp:458
 sum.dim_IntList                           boxed_reduction_batch_rule                BatchRulesReduceOps.cpp:458
 expand                                    expand_batch_rule                         BatchRulesViews.cpp:578
 mm                                        mm_batch_rule                             BatchRulesLinearAlgebra.cpp:816
 mv, dot                                   mv_batch_rule (tv_batch_rule), dot_batch_rule  BatchRulesLinearAlgebra.cpp:816
-matmul (FuncTorchBatchedDecomposition)    matmul's own composite kernel             BatchRulesDecompositions.cpp:35
+matmul, to.dtype (FuncTorchBatchedDecomp.) their own composite kernels            BatchRulesDecompositions.cpp:35
 randn, normal_ (FuncTorchVmapMode key)    randomness kernels                        BatchRulesRandomness.cpp:375
 =======================================  ========================================  =========================
 
@@ -439,6 +439,7 @@ RULES: dict[str, tuple[str, Callable[..., Any], tuple[int, ...], bool, str]] = {
     "aten::zero_": ("zero_", unary_inplace_batch_rule, (0,), True, UNARY),
     "aten::sum.dim_IntList": ("sum_dim_IntList", boxed_reduction_batch_rule, (0,), False, REDUCE),
     "aten::expand": ("expand", expand_batch_rule, (0,), False, VIEWS),
+    "aten::_to_copy": ("_to_copy", basic_unary_batch_rule, (0,), False, UNARY),
     "aten::mm": ("mm", mm_batch_rule, (0, 1), False, LINALG),
     "aten::mv": ("mv", mv_batch_rule, (0, 1), False, LINALG),
     "aten::dot": ("dot", dot_batch_rule, (0, 1), False, LINALG),
@@ -446,7 +447,7 @@ RULES: dict[str, tuple[str, Callable[..., Any], tuple[int, ...], bool, str]] = {
 
 # Operators whose CompositeImplicitAutograd kernel is registered again on FuncTorchBatchedDecomposition
 # (BatchRulesDecompositions.cpp, ``OP_DECOMPOSE``): op full name -> site.
-DECOMPOSED: dict[str, str] = {"aten::matmul": DECOMPOSITIONS}
+DECOMPOSED: dict[str, str] = {"aten::matmul": DECOMPOSITIONS, "aten::to.dtype": DECOMPOSITIONS}
 
 
 # ---- randomness (BatchRulesRandomness.cpp), on the FuncTorchVmapMode key -------------------------
