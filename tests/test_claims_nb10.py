@@ -283,25 +283,38 @@ def test_mm_and_matmul_have_batching_kernels(torch_ref):
     def row(op, key):
         return next(r for r in torch_ref._C._dispatch_dump_table(op).splitlines() if r.startswith(key + ":"))
 
-    assert "BatchRulesLinearAlgebra.cpp" in row("aten::mm", "FuncTorchBatched")
-    assert row("aten::mm", "FuncTorchBatched").endswith("[kernel]")
+    for op in ("aten::mm", "aten::mv", "aten::dot"):
+        assert "BatchRulesLinearAlgebra.cpp" in row(op, "FuncTorchBatched")
+        assert row(op, "FuncTorchBatched").endswith("[kernel]")
     # FuncTorchBatchedDecomposition is an alias key: the table shows its kernel in the FuncTorchBatched row
     assert "BatchRulesDecompositions.cpp" in row("aten::matmul", "FuncTorchBatched")
     assert row("aten::matmul", "FuncTorchBatched").endswith("[batched kernel]")
-    a = torch_ref.ones(3, 2, 2)
+    # the out= overloads and the factories the notebook names have no rule in PyTorch either
+    for op in ("aten::add.out", "aten::zeros", "aten::empty.memory_format"):
+        assert row(op, "FuncTorchBatched").endswith("LegacyBatchingRegistrations.cpp:730 [backend fallback]")
     warned = warnings_in_fresh_python(
-        "import torch\na = torch.ones(3, 2, 2)\ntorch.vmap(torch.mm)(a, a)\ntorch.vmap(torch.matmul)(a, a)\n"
+        "import torch\na = torch.ones(3, 2, 2)\nv = torch.ones(3, 2)\ntorch.vmap(torch.mm)(a, a)\n"
+        "torch.vmap(torch.matmul)(a, a)\ntorch.vmap(torch.matmul)(a, v)\ntorch.vmap(torch.matmul)(v, v)\n"
     )
     assert "performance drop" not in warned
+    a = torch_ref.ones(3, 2, 2)
     assert torch_ref.equal(torch_ref.vmap(torch_ref.mm)(a, a), torch_ref.bmm(a, a))
-    # the lab's gap the notebook states: both take the for-loop fallback and warn
-    la = lab_torch.ones(3, 2, 2)
-    for fn, name in ((lab_torch.mm, "aten::mm"), (lab_torch.matmul, "aten::matmul")):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            fn_out = lab_torch.vmap(fn)(la, la)
-        assert tuple(fn_out.shape) == (3, 2, 2)
-        assert any(f"batching rule for {name}." in str(w.message) for w in caught)
+    # per-example 1-D x 2-D: PyTorch computes it (unsqueeze + mm + squeeze_), the lab's matmul cannot
+    assert tuple(torch_ref.vmap(torch_ref.matmul)(torch_ref.ones(3, 2), a).shape) == (3, 2)
+    # the lab: the same rows, no warning, PyTorch's values
+    for op in ("aten::mm", "aten::mv", "aten::dot", "aten::matmul", "aten::add.out", "aten::zeros"):
+        mine = next(r for r in lab.dispatcher.dump_table(op).splitlines() if r.startswith("FuncTorchBatched:"))
+        assert mine == row(op, "FuncTorchBatched").replace("/__w/pytorch/pytorch/", "")
+    la, lv = lab_torch.ones(3, 2, 2), lab_torch.ones(3, 2)
+    for fn, args in ((lab_torch.mm, (la, la)), (lab_torch.matmul, (la, la)), (lab_torch.matmul, (la, lv)),
+                     (lab_torch.matmul, (lv, lv))):  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            out = lab_torch.vmap(fn)(*args)
+        real = torch_ref.vmap(getattr(torch_ref, fn.__name__))(*(torch_ref.ones(*t.shape) for t in args))
+        assert tuple(out.shape) == tuple(real.shape) and out.tolist() == real.tolist()
+    with pytest.raises(NotImplementedError, match="aten::matmul: the lab implements"):
+        lab_torch.vmap(lab_torch.matmul)(lv, la)
 
 
 @claim("nb10.vmap_fallback_warns_every_call")

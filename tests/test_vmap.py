@@ -508,7 +508,8 @@ def test_fallback_warning_words_agree_with_pytorch(torch_ref):
 def test_batching_rule_sites_agree_with_pytorch(torch_ref):
     for op in ["add.Tensor", "add_.Tensor", "sub.Tensor", "mul.Tensor", "mul_.Tensor", "neg", "sin", "cos",
                "sum", "sum.dim_IntList", "fill_.Scalar", "zero_", "copy_", "expand", "add.out", "sin.out",
-               "empty.memory_format", "zeros", "ones", "randn", "normal_"]:  # fmt: skip
+               "empty.memory_format", "zeros", "ones", "randn", "normal_", "mm", "matmul", "mv", "dot",
+               "mm.out", "_to_copy", "to.dtype"]:  # fmt: skip
         for key in ("FuncTorchBatched", "FuncTorchVmapMode"):
             real = next(
                 line
@@ -519,6 +520,155 @@ def test_batching_rule_sites_agree_with_pytorch(torch_ref):
                 line for line in lab.dispatcher.dump_table("aten::" + op).splitlines() if line.startswith(key + ":")
             )
             assert mine == real.replace("/__w/pytorch/pytorch/", ""), op
+
+
+def _mm_case(rng: random.Random, op: str):
+    """A random vmap over mm, mv, dot or matmul: which operand is batched, where its batch dim sits,
+    sizes (sometimes 0), dtype."""
+    batch, n, k, m = (rng.randint(0, 4) if rng.random() < 0.1 else rng.randint(1, 4) for _ in range(4))
+    dtype = rng.choice(["float32", "float64", "int64"])
+    kind = {"mm": "mm", "mv": "mv", "dot": "dot"}.get(op) or rng.choice(["mm", "mv", "dot"])
+    logical = {"mm": ((n, k), (k, m)), "mv": ((n, k), (k,)), "dot": ((k,), (k,))}[kind]
+    in_dims = rng.choice([(0, 0), (0, None), (None, 0), (0, 0), (1, 0), (0, 1), (2, None), (None, 2)])
+    in_dims = tuple(None if d is None else min(d, len(shape)) for d, shape in zip(in_dims, logical))
+    shapes = []
+    for shape, bdim in zip(logical, in_dims):
+        shape = list(shape)
+        if bdim is not None:
+            shape.insert(bdim, batch)
+        shapes.append(tuple(shape))
+    arrays = [np.asarray(np.random.default_rng(rng.randrange(2**32)).integers(-5, 5, size=s)).astype(dtype)
+              for s in shapes]  # fmt: skip
+    return arrays, in_dims
+
+
+@pytest.mark.parametrize("op", ["mm", "mv", "dot", "matmul"])
+def test_vmap_linear_algebra_agrees_with_pytorch(torch_ref, op):
+    """Randomized: values, shapes, dtypes equal PyTorch's, and none warns (the rules of mm, mv, dot;
+    matmul's decomposition, which reaches them through the per-example ranks)."""
+    rng = random.Random(1713)
+    for _ in range(40):
+        arrays, in_dims = _mm_case(rng, op)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            real = torch_ref.vmap(getattr(torch_ref, op), in_dims=in_dims)(*map(torch_ref.from_numpy, arrays))
+            mine = lt.vmap(getattr(lt, op), in_dims=in_dims)(*map(lab_tensor, arrays))
+        assert tuple(mine.shape) == tuple(real.shape), (op, in_dims, [a.shape for a in arrays])
+        assert str(mine.dtype) == str(real.dtype)
+        np.testing.assert_allclose(mine.numpy(), real.numpy(), rtol=1e-6)
+
+
+def test_vmap_dtype_conversion_agrees_with_pytorch(torch_ref):
+    """``to(dtype)`` is decomposed (to.dtype's composite kernel on FuncTorchBatchedDecomposition) into
+    ``_to_copy``, whose rule is the basic unary one: no warning, PyTorch's values and dtypes."""
+    rng = np.random.default_rng(1719)
+    for in_dim in (0, 1):
+        array = rng.standard_normal((3, 4))
+        for name in ("float32", "int64", "float64"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                real = torch_ref.vmap(lambda t, n=name: t.to(getattr(torch_ref, n)), in_dims=in_dim)(
+                    torch_ref.from_numpy(array)
+                )
+                mine = lt.vmap(lambda t, n=name: t.to(getattr(lt, n)), in_dims=in_dim)(lab_tensor(array))
+            assert str(mine.dtype) == str(real.dtype) and tuple(mine.shape) == tuple(real.shape)
+            np.testing.assert_array_equal(mine.numpy(), real.numpy())
+
+
+def test_nested_vmap_mm_agrees_with_pytorch(torch_ref):
+    """Randomized nested vmap over mm: each operand batched at the inner level, the outer, both or
+    neither (not both unbatched at one level), batch dims anywhere."""
+    rng = random.Random(1717)
+    choices = [(0, 0), (0, None), (None, 0), (1, 0), (0, 1)]
+    for _ in range(30):
+        inner, outer = rng.choice(choices), rng.choice(choices)
+        n, k, m, b_in, b_out = (rng.randint(1, 4) for _ in range(5))
+        arrays = []
+        for logical, i_dim, o_dim in (((n, k), inner[0], outer[0]), ((k, m), inner[1], outer[1])):
+            shape = list(logical)
+            if i_dim is not None:
+                shape.insert(min(i_dim, len(shape)), b_in)
+            if o_dim is not None:
+                shape.insert(min(o_dim, len(shape)), b_out)
+            arrays.append(np.random.default_rng(rng.randrange(2**32)).standard_normal(shape))
+        in_inner = tuple(None if d is None else min(d, 2) for d in inner)
+        in_outer = tuple(None if d is None else min(d, 2 + (i is not None)) for d, i in zip(outer, inner))
+
+        def run(mod, tensors, in_inner=in_inner, in_outer=in_outer):
+            return mod.vmap(mod.vmap(mod.mm, in_dims=in_inner), in_dims=in_outer)(*tensors)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            real = run(torch_ref, [torch_ref.from_numpy(a) for a in arrays])
+            mine = run(lt, [lab_tensor(a) for a in arrays])
+        assert tuple(mine.shape) == tuple(real.shape), (inner, outer, [a.shape for a in arrays])
+        np.testing.assert_allclose(mine.numpy(), real.numpy(), rtol=1e-6, atol=1e-12)
+
+
+def test_vmap_mm_runs_the_rule_and_folds_into_mm():
+    """The trace: matmul's decomposition on FuncTorchBatched, then mm's plumbing and rule, which
+    folds a batched self into one at::mm (no for-loop, so one mm call, not one per example)."""
+    a, b = lt.randn(4, 2, 3), lt.randn(3, 5)
+    table = lab.dispatcher.dump_table("aten::matmul")
+    assert "FuncTorchBatched: registered at aten/src/ATen/functorch/BatchRulesDecompositions.cpp:35 " \
+        "[batched kernel]" in table
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with lab.trace() as t:
+            lt.vmap(lt.matmul, in_dims=(0, None))(a, b)
+    text = str(t)
+    assert "mm_generated_plumbing" in text and "mm_batch_rule" in text
+    frames = [line.split()[2] for line in text.splitlines()[1:] if len(line.split()) > 2]
+    assert frames.count("at::native::structured_mm_out_cpu::impl") == 1  # one mm for the batch, no per-example loop
+    assert "at::functorch::batchedTensorForLoopFallback" not in frames
+    assert frames.index("at::native::matmul") < frames.index("at::functorch::mm_batch_rule")
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "rank",        # a logical vector: mm's rule rejects it with PyTorch's words
+        "bmm_dtype",   # both batched, dtypes differ: bmm's check
+        "fold_dtype",  # self batched only: the folded mm's dtype check
+        "bmm_size",    # both batched, inner sizes differ
+        "fold_size",   # self batched only, inner sizes differ: the folded shapes in mm's words
+        "bmm_bool",
+        "matmul_0d",
+        "mv_rank",
+        "dot_rank",
+    ],
+)
+def test_vmap_mm_errors_agree_with_pytorch(torch_ref, case):
+    def run(m, arrays, in_dims=0, op="mm"):
+        tensors = [m.from_numpy(a) if m is torch_ref else lab_tensor(a) for a in arrays]
+        return m.vmap(getattr(m, op), in_dims=in_dims)(*tensors)
+
+    f32, f64 = np.float32, np.float64
+    cases = {
+        "rank": ([np.ones((3, 4), f32), np.ones((3, 4, 5), f32)], 0, "mm"),
+        "bmm_dtype": ([np.ones((3, 2, 4), f32), np.ones((3, 4, 5), f64)], 0, "mm"),
+        "fold_dtype": ([np.ones((3, 2, 4), f32), np.ones((4, 5), f64)], (0, None), "mm"),
+        "bmm_size": ([np.ones((3, 2, 4), f32), np.ones((3, 3, 5), f32)], 0, "mm"),
+        "fold_size": ([np.ones((3, 2, 4), f32), np.ones((3, 5), f32)], (0, None), "mm"),
+        "bmm_bool": ([np.ones((3, 2, 2), bool), np.ones((3, 2, 2), bool)], 0, "mm"),
+        "matmul_0d": ([np.ones(3, f32), np.ones(3, f32)], 0, "matmul"),
+        "mv_rank": ([np.ones((3, 4), f32), np.ones((3, 4), f32)], 0, "mv"),
+        "dot_rank": ([np.ones((3, 2, 4), f32), np.ones((3, 4), f32)], 0, "dot"),
+    }
+    arrays, in_dims, op = cases[case]
+    with pytest.raises(Exception) as real:
+        run(torch_ref, arrays, in_dims, op)
+    with pytest.raises(Exception) as mine:
+        run(lt, arrays, in_dims, op)
+    assert type(mine.value) is type(real.value)
+    assert str(mine.value) == str(real.value)
+
+
+def test_vmap_matmul_ranks_the_lab_lacks_raise_its_error():
+    """Per-example 1-D x 2-D or 3-D x 2-D: PyTorch computes them (views); the lab's matmul says why it cannot."""
+    for a, b in ((lt.randn(3, 4), lt.randn(3, 4, 5)), (lt.randn(3, 2, 4, 4), lt.randn(3, 4, 5))):
+        with pytest.raises(NotImplementedError, match="aten::matmul: the lab implements"):
+            lt.vmap(lt.matmul)(a, b)
 
 
 ERROR_CASES = {

@@ -64,6 +64,10 @@ FRAME_RULES: tuple[tuple[str, str, str], ...] = (
     (r"sum_decomp", "kernel", "at::functorch::sum_decomp"),
     (r"expand_batch_rule", "kernel", "at::functorch::expand_batch_rule"),
     (r"copy__batch_rule", "kernel", "at::functorch::copy__batch_rule"),
+    (r"mm_batch_rule", "kernel", "at::functorch::mm_batch_rule"),
+    (r"mv_batch_rule", "kernel", "at::functorch::mv_batch_rule"),
+    (r"dot_batch_rule", "kernel", "at::functorch::dot_batch_rule"),
+    (r"_bmm_stand_in", "kernel", "at::native::bmm_out_cpu"),
     (r"\w+\.<locals>\.(?P<f>randn|normal_)_?batching_rule", "kernel", "at::functorch::{f}_batching_rule"),
 )  # fmt: skip
 

@@ -14,13 +14,26 @@ operators                                rule (the function PyTorch registers)  
 add.Tensor, sub.Tensor, mul.Tensor        binary_pointwise_batch_rule               BatchRulesBinaryOps.cpp:353
 add_.Tensor, sub_.Tensor, mul_.Tensor     binary_pointwise_inplace_batch_rule       BatchRulesBinaryOps.cpp:353
 copy_                                     copy__batch_rule                          BatchRulesBinaryOps.cpp:353
-neg, sin, cos                             BasicUnaryBatchRuleHelper::apply          BatchRulesUnaryOps.cpp:63
+neg, sin, cos, _to_copy                   BasicUnaryBatchRuleHelper::apply          BatchRulesUnaryOps.cpp:63
 neg_, sin_, fill_.Scalar, zero_           unary_inplace_batch_rule                  BatchRulesUnaryOps.cpp:63
 sum                                       sum_decomp (calls sum.dim_IntList)        BatchRulesReduceOps.cpp:458
 sum.dim_IntList                           boxed_reduction_batch_rule                BatchRulesReduceOps.cpp:458
 expand                                    expand_batch_rule                         BatchRulesViews.cpp:578
+mm                                        mm_batch_rule                             BatchRulesLinearAlgebra.cpp:816
+mv, dot                                   mv_batch_rule (tv_batch_rule), dot_batch_rule  BatchRulesLinearAlgebra.cpp:816
+matmul, to.dtype (FuncTorchBatchedDecomp.) their own composite kernels            BatchRulesDecompositions.cpp:35
 randn, normal_ (FuncTorchVmapMode key)    randomness kernels                        BatchRulesRandomness.cpp:375
 =======================================  ========================================  =========================
+
+``matmul`` has no rule of its own: PyTorch registers its CompositeImplicitAutograd kernel again on the
+``FuncTorchBatchedDecomposition`` alias key (``OP_DECOMPOSE(matmul)``), so under vmap it runs on the
+per-example shapes and reaches ``mm``'s rule (the dump labels that row ``[batched kernel]``). The lab
+does the same with its ``at::native::matmul``, so the per-example ranks decide, and the ranks the lab's
+matmul does not implement raise its NotImplementedError under vmap too.
+
+Where those rules call ``at::matmul`` on the physical tensors, the lab takes the path matmul would
+take itself: a fold into one ``at::mm`` / ``at::mv`` (dispatched), or ``at::bmm``, which the lab lacks
+and computes with numpy in ``_bmm_stand_in`` (PyTorch's checks and words).
 
 The out= overloads and the factories have no rule: they reach the for-loop fallback
 (batched_fallback.py), which refuses out= ops as PyTorch does. Where a PyTorch rule calls
@@ -33,6 +46,10 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from labsupport.aten import dtype as dtypes
+from labsupport.aten.dtype import round_to_bfloat16
 from labsupport.aten.type_promotion import (
     ResultTypeState,
     promote_types,
@@ -45,10 +62,12 @@ from labsupport.c10.kernel_function import KernelFunction
 from labsupport.c10.tls import ExcludeDispatchKeyGuard
 from labsupport.functorch.batched_tensor import (
     BATCHED_KEY,
+    expand_front,
     is_batched_at_level,
     is_batchedtensor,
     make_batched,
     move_dim,
+    unwrap_at_level,
 )
 from labsupport.functorch.dynamic_layer import current_layer
 
@@ -58,6 +77,8 @@ UNARY = FUNCTORCH + "BatchRulesUnaryOps.cpp:63"
 REDUCE = FUNCTORCH + "BatchRulesReduceOps.cpp:458"
 VIEWS = FUNCTORCH + "BatchRulesViews.cpp:578"
 RANDOMNESS = FUNCTORCH + "BatchRulesRandomness.cpp:375"
+LINALG = FUNCTORCH + "BatchRulesLinearAlgebra.cpp:816"
+DECOMPOSITIONS = FUNCTORCH + "BatchRulesDecompositions.cpp:35"
 
 # ---- helpers (BatchRulesHelper.h) ---------------------------------------------------------------
 
@@ -226,6 +247,127 @@ def copy__batch_rule(
     op.call(a, b, non_blocking)
 
 
+def mm_batch_rule(
+    op: Any, self_: Any, self_bdim: int | None, other: Any, other_bdim: int | None
+) -> tuple[Any, int]:
+    """``mm_batch_rule`` (BatchRulesLinearAlgebra.cpp): both operands must be logical matrices; batch
+    dims go to the front and PyTorch calls ``at::matmul`` on the physical tensors, bdim 0 out.
+
+    The lab's matmul has no batched case, so this rule takes matmul's two paths itself:
+    self batched, other not ([B, n, k] @ [k, m]) is *folded* into one ``at::mm`` of [B*n, k] @ [k, m]
+    (PyTorch folds when the moved self is contiguous; the lab's numpy memory always is); every other
+    case is ``at::bmm`` in PyTorch, an operator the lab lacks, computed here by ``_bmm_stand_in``."""
+    self_rank = rank_without_batch_dim(self_, self_bdim)
+    other_rank = rank_without_batch_dim(other, other_bdim)
+    if self_rank != 2 or other_rank != 2:
+        raise RuntimeError(
+            f"Shape mismatch: Got incorrect dims for mm(a, b). a has dim {self_rank}and b has dim "
+            f"{other_rank}but expected them to have dim 2 and dim 2"
+        )  # sic: PyTorch 2.13's message has no space before "and" / "but"
+    a = move_batch_dim_to_front(self_, self_bdim)
+    b = move_batch_dim_to_front(other, other_bdim)
+    if other_bdim is None:  # matmul's fold: [B, n, k] -> [B*n, k], one mm, back to [B, n, m]
+        batch, n, k = a._sizes
+        out = op.call(_reshape(a, (batch * n, k)), b)
+        return _reshape(out, (batch, n, out._sizes[1])), 0
+    if self_bdim is None:  # matmul does not fold a 2-D self: it expands it to [B, n, k] for bmm
+        a = expand_front(a, b._sizes[0])
+    return _bmm_stand_in(a, b), 0
+
+
+def mv_batch_rule(
+    op: Any, self_: Any, self_bdim: int | None, other: Any, other_bdim: int | None
+) -> tuple[Any, int]:
+    """``mv_batch_rule`` -> ``tv_batch_rule`` (BatchRulesLinearAlgebra.cpp): a matrix and a vector per
+    example. Both batched: [B, O, I] @ [B, I, 1] (bmm), squeezed, bdim 0. Self only: matmul folds
+    [B, O, I] into one ``at::mv`` of [B*O, I]. Other only: [O, I] @ [I, B] is one ``at::mm``, bdim 1."""
+    self_rank = rank_without_batch_dim(self_, self_bdim)
+    other_rank = rank_without_batch_dim(other, other_bdim)
+    if self_rank != 2 or other_rank != 1:
+        raise RuntimeError(
+            f"Shape mismatch: Got incorrect dims for mv(a, b). a has dim {self_rank}and b has dim "
+            f"{other_rank}but expected them to have dim 2 and dim 1"
+        )  # sic, as mm's
+    if self_bdim is not None and other_bdim is not None:
+        a = move_batch_dim_to_front(self_, self_bdim)
+        b = move_batch_dim_to_front(other, other_bdim)
+        batch, o, i = a._sizes
+        out = _bmm_stand_in(a, _reshape(b, (b._sizes[0], b._sizes[1], 1)))
+        return _reshape(out, (batch, o)), 0
+    if self_bdim is not None:
+        a = move_batch_dim_to_front(self_, self_bdim)
+        batch, o, i = a._sizes
+        return _reshape(op.call(_reshape(a, (batch * o, i)), other), (batch, o)), 0
+    return _MM_HANDLE[0].call(self_, move_dim(other, other_bdim, 1)), 1
+
+
+def dot_batch_rule(
+    op: Any, self_: Any, self_bdim: int | None, other: Any, other_bdim: int | None
+) -> tuple[Any, int]:
+    """``dot_batch_rule`` (BatchRulesLinearAlgebra.cpp): two vectors per example. Both batched:
+    [B, 1, I] @ [B, I, 1] (bmm) squeezed to [B]; one batched: ``matmul(A, B.t())``, which is one
+    ``at::mv`` ([B, I] @ [I]) or, for a batched other, ``unsqueeze(0) + at::mm + squeeze_(0)``."""
+    if rank_without_batch_dim(self_, self_bdim) != 1 or rank_without_batch_dim(other, other_bdim) != 1:
+        raise RuntimeError("Got wrong shapes for dot")
+    a = move_batch_dim_to_front(self_, self_bdim)
+    b = move_batch_dim_to_front(other, other_bdim)
+    if self_bdim is not None and other_bdim is not None:
+        batch, i = a._sizes
+        out = _bmm_stand_in(_reshape(a, (batch, 1, i)), _reshape(b, (b._sizes[0], b._sizes[1], 1)))
+        return _reshape(out, (batch,)), 0
+    if self_bdim is not None:
+        return _MV_HANDLE[0].call(a, b), 0
+    out = _MM_HANDLE[0].call(_reshape(a, (1, a._sizes[0])), move_dim(b, 0, 1))
+    return _reshape(out, (out._sizes[1],)), 0
+
+
+_MM_HANDLE: list[Any] = []
+_MV_HANDLE: list[Any] = []
+
+
+def _bmm_stand_in(a: Any, b: Any) -> Any:
+    """``at::bmm`` of [B, n, k] and [B, k, m] (CPU's ``bmm_out_or_baddbmm_``), PyTorch 2.13's checks
+    and words, numpy math as the lab's mm kernel does it (reduced floats accumulate in float32).
+
+    Under nested vmap an operand can be a BatchedTensor of an outer level: PyTorch's bmm would reach
+    bmm's own batching rule there; the stand-in does what that rule does (outer batch dim to the
+    front, the other operand expanded, both folded into one bmm) and wraps the result at that level."""
+    if is_batchedtensor(a) or is_batchedtensor(b):
+        level = max(t._bt_level for t in (a, b) if is_batchedtensor(t))
+        (a_value, a_bdim), (b_value, b_bdim) = unwrap_at_level(a, level), unwrap_at_level(b, level)
+        outer = a_value._sizes[a_bdim] if a_bdim is not None else b_value._sizes[b_bdim]
+        a_value = move_batch_dim_to_front(a_value, a_bdim) if a_bdim is not None else expand_front(a, outer)
+        b_value = move_batch_dim_to_front(b_value, b_bdim) if b_bdim is not None else expand_front(b, outer)
+        (_, batch, n, k), (_, batch2, k2, m) = a_value._sizes, b_value._sizes
+        out = _bmm_stand_in(
+            _reshape(a_value, (outer * batch, n, k)), _reshape(b_value, (outer * batch2, k2, m))
+        )
+        return make_batched(_reshape(out, (outer, batch, n, m)), 0, level)
+    (batch, n, k), (batch2, k2, m) = a._sizes, b._sizes
+    if (batch2, k2) != (batch, k):
+        raise RuntimeError(
+            f"Expected size for first two dimensions of batch2 tensor to be: [{batch}, {k}] but got: "
+            f"[{batch2}, {k2}]."
+        )
+    if a._dtype is not b._dtype:
+        raise RuntimeError(
+            f"expected scalar type {a._dtype.scalar_type_name} but found {b._dtype.scalar_type_name}"
+        )
+    dtype = a._dtype
+    data = np.zeros((batch, n, m), dtype=dtype.np)
+    if data.size and k:
+        if dtype is dtypes.bool:
+            raise NotImplementedError("\"bmm\" not implemented for 'Bool'")
+        if dtype is dtypes.float16 or dtype is dtypes.bfloat16:
+            product = np.matmul(a._data.astype(np.float32), b._data.astype(np.float32))
+        else:
+            product = np.matmul(a._data, b._data)
+        np.copyto(data, product, casting="unsafe")
+        if dtype is dtypes.bfloat16:
+            round_to_bfloat16(data)
+    return type(a)._make(data, (batch, n, m), dtype, a._device)
+
+
 # ---- plumbing (VmapGeneratedPlumbing.h) -------------------------------------------------------
 
 
@@ -297,7 +439,15 @@ RULES: dict[str, tuple[str, Callable[..., Any], tuple[int, ...], bool, str]] = {
     "aten::zero_": ("zero_", unary_inplace_batch_rule, (0,), True, UNARY),
     "aten::sum.dim_IntList": ("sum_dim_IntList", boxed_reduction_batch_rule, (0,), False, REDUCE),
     "aten::expand": ("expand", expand_batch_rule, (0,), False, VIEWS),
+    "aten::_to_copy": ("_to_copy", basic_unary_batch_rule, (0,), False, UNARY),
+    "aten::mm": ("mm", mm_batch_rule, (0, 1), False, LINALG),
+    "aten::mv": ("mv", mv_batch_rule, (0, 1), False, LINALG),
+    "aten::dot": ("dot", dot_batch_rule, (0, 1), False, LINALG),
 }
+
+# Operators whose CompositeImplicitAutograd kernel is registered again on FuncTorchBatchedDecomposition
+# (BatchRulesDecompositions.cpp, ``OP_DECOMPOSE``): op full name -> site.
+DECOMPOSED: dict[str, str] = {"aten::matmul": DECOMPOSITIONS, "aten::to.dtype": DECOMPOSITIONS}
 
 
 # ---- randomness (BatchRulesRandomness.cpp), on the FuncTorchVmapMode key -------------------------
@@ -357,10 +507,22 @@ def register_batch_rules(build: Any, owner: object) -> list[Callable[[], None]]:
         if handle is None:
             continue
         register(full_name, BATCHED_KEY, make_plumbing(full_name, handle, rule, tensor_args, inplace), site)
+    _MM_HANDLE[:] = [getattr(ops, "mm", None)]
+    _MV_HANDLE[:] = [getattr(ops, "mv", None)]
     sum_dim = getattr(ops, "sum_dim_IntList", None)
     if sum_dim is not None:
         _SUM_DIM_HANDLE[:] = [sum_dim]
         register("aten::sum", BATCHED_KEY, sum_decomp, REDUCE)
+    for full_name, site in DECOMPOSED.items():
+        entry = dispatcher.operators.get(full_name)
+        composite = None if entry is None else entry.kernels.get(DispatchKey.CompositeImplicitAutograd)
+        if composite:  # the same kernel object: vmap runs the op's own decomposition on logical shapes
+            debug = f"registered at {site}"
+            undo.append(
+                dispatcher.register_impl(
+                    full_name, DispatchKey.FuncTorchBatchedDecomposition, composite[-1].kernel, debug, owner
+                )
+            )
     if getattr(ops, "randn", None) is not None:
         register("aten::randn", DispatchKey.FuncTorchVmapMode, _make_randn_kernel(ops.randn), RANDOMNESS)
     if getattr(ops, "normal_", None) is not None:

@@ -176,7 +176,7 @@ def unsqueeze(t: Any, dim: int) -> Any:
     if is_batchedtensor(t):
         value, bdim, level = t._bt_value, t._bt_bdim, t._bt_level
         phys = dim if dim < bdim else dim + 1
-        new_bdim = bdim + 1 if dim <= bdim else bdim
+        new_bdim = bdim + 1 if phys <= bdim else bdim  # (was `dim <= bdim`: wrong when dim == bdim)
         return make_batched(unsqueeze(value, phys), new_bdim, level)
     return _remake(t, np.expand_dims(t._data, dim))
 
