@@ -66,7 +66,40 @@ def plan_tensor(rng: Any) -> dict[str, Any]:
     ]
     for t in tensors:
         t["requires_grad"] = t["requires_grad"] and not t["inference"]
-    return {"options": options, "tensors": tensors}
+    return {"options": options, "tensors": tensors, "guards": _guards(rng, options, tensors)}
+
+
+TENSOR_KEYS = {"cpu": "CPU", "cuda": "CUDA", "meta": "Meta"}
+
+
+def _guards(rng: Any, options: list[list[Any]], tensors: list[dict[str, Any]]) -> list[Any]:
+    """For some calls, a guard that changes the thread-local include or exclude set on a backend key:
+    ``{"kind": "include" | "exclude", "key": name}`` (None: no guard). Each guard is chosen so that it
+    changes the key set PyTorch's generated kernel redispatches with (``computeDispatchKeySet`` applies
+    the TLS sets before the mask), so a kernel that skips the TLS sets reaches another kernel or key set."""
+    import labsupport as lab
+
+    guards: list[Any] = [None] * len(options)
+    chosen = [n for n in range(len(options)) if rng.random() < 0.4]
+    for n in range(len(options)):
+        if len(chosen) >= 4:
+            break
+        if n not in chosen:
+            chosen.append(n)
+    for n in sorted(chosen):
+        wanted = lab.DispatchKeySet(reference_key(*options[n])) | lab.DispatchKeySet(TENSOR_KEYS[tensors[n]["device"]])
+        includes = [k for k in observe.BACKEND_KEYS if wanted | lab.DispatchKeySet(k) != wanted]
+        # excluding a key removes its functionality (backend bits stay); keep one functionality to run
+        excludes = [
+            k
+            for k in observe.BACKEND_KEYS
+            if (wanted - lab.DispatchKeySet(k)) != wanted
+            and (wanted - lab.DispatchKeySet(k)).highest_priority_key().name in observe.BACKEND_KEYS
+        ]
+        kind = "exclude" if excludes and (not includes or rng.random() < 0.5) else "include"
+        pool = excludes if kind == "exclude" else includes
+        guards[n] = {"kind": kind, "key": pool[int(rng.integers(len(pool)))]}
+    return guards
 
 
 # ------------------------------------------------------------------------------------ reference
@@ -148,6 +181,14 @@ HINTS: dict[str, tuple[str, ...]] = {
         "otherwise Autograd, ADInplaceOrView or Autocast keys of the tensor stay in the set and the redispatch "
         "lands on them again",
     ),
+    "tls": (
+        f"the generated kernel applies the thread-local include/exclude sets before masking: some calls ran "
+        f"under a guard that includes or excludes a backend key ({SECTION}; notebook 02 on the thread-local sets)",
+        "with tensor arguments torchgen's kernel goes through c10::impl::computeDispatchKeySet, the step the "
+        "dispatcher itself takes for every call: a key the include set holds joins the key set, the "
+        "functionality of a key the exclude set holds leaves it, and only then does the mask drop what is "
+        "not below BackendSelect; the key set the kernel received is no substitute, it never saw the options",
+    ),
     "format": ("return the key's name as a string, e.g. 'CPU' (see compute_dispatch_key's docstring)",),
 }
 
@@ -196,18 +237,29 @@ def _decide_calls(inputs: Any, observed: Any, observer: Any, with_tensors: bool)
     if isinstance(calls, Verdict):
         return calls
     specs = inputs.get("tensors") or [{}] * len(expected_all)
+    guards = inputs.get("guards") or [None] * len(expected_all)
     wrong = [
         (_call_reason(given, expected, inputs["options"][number], with_tensors, specs[number]), number, given, expected)
         for number, given, expected in calls
     ]
     if not wrong:
         return Verdict(True, f"all {len(expected_all)} calls reached the right backend kernel with the right key set")
+    unguarded = [w for w in wrong if guards[w[1]] is None]
+    if unguarded:
+        wrong = unguarded  # a plain call shows the misunderstanding without the guards in the way
+    else:
+        # every call without a guard is right; the ones under a guard are not: the TLS sets were skipped
+        wrong = [(reason if "error" in given else "tls", n, given, expected) for reason, n, given, expected in wrong]
     reason, number, given, expected = most_common(wrong)
     dtype, layout, device = inputs["options"][number]
     call = f"dtype={dtype!r}, layout={layout!r}, device={device!r}"
     if with_tensors:
         spec = inputs["tensors"][number]
         call = f"convert(<{spec['device']} tensor{', inference' if spec['inference'] else ''}>, {call})"
+        guard = guards[number]
+        if guard is not None:
+            name = "IncludeDispatchKeyGuard" if guard["kind"] == "include" else "ExcludeDispatchKeyGuard"
+            call = f"{call} under {name}({guard['key']})"
     else:
         call = f"make([2], {call})"
     seen = given.get("error") if isinstance(given, dict) and "error" in given else _describe(given)
