@@ -416,6 +416,13 @@ EX07B_WRONG = {
           "    computed = wanted\n")],
         {"7b.3": "applies the thread-local include/exclude sets before masking"},
     ),
+    # the key set the kernel received stands in for the TLS sets: right under an include guard (the
+    # dispatcher put the included key there), wrong under an exclude guard on the options' functionality
+    "received_keyset_for_tls": (
+        [("    computed = (wanted | lab.tls_include_set()) - lab.tls_exclude_set()  # c10::impl::computeDispatchKeySet\n",
+          "    computed = wanted | ks\n")],
+        {"7b.3": "applies the thread-local include/exclude sets before masking"},
+    ),
     # the tensor's keys are kept but not masked: Autograd/ADInplaceOrView/Autocast stay in the set
     "no_mask": (
         [('    key_set = computed & lab.DispatchKeySet.full_after("BackendSelect")', "    key_set = computed")],
@@ -456,23 +463,21 @@ def test_ex07b_reference_key_agrees_with_pytorch(torch_ref: Any) -> None:
 
 
 def test_ex07b_guards_separate_a_kernel_that_skips_the_tls_sets(tmp_path: Path) -> None:
-    """Every seed plans calls under include and exclude guards; the solution passes them all and a
-    kernel without the TLS sets fails them, and only them, with the hint naming that."""
+    """Every seed plans calls under an include and under an exclude guard; the solution passes them all
+    and a kernel without the TLS sets fails them, with the hint naming that."""
     from labsupport.grade.ex07b_backend_select import decide
 
     replacements, _ = EX07B_WRONG["skips_tls_sets"]
     skipping = variant("ex07b", tmp_path, replacements, "skips_tls_sets")
-    kinds: set[str] = set()
     for seed in range(2, 7):
         inputs = decide.plan_tensor(check_rng(seed, decide.EXERCISE, 2))
         guards = [g for g in inputs["guards"] if g is not None]
-        assert len(guards) >= 4
-        kinds |= {g["kind"] for g in guards}
+        assert {g["kind"] for g in guards} == {"include", "exclude"}
+        assert sum(g is None for g in inputs["guards"]) >= 4  # plain calls show the other mistakes
         assert grade("ex07b", solution("ex07b"), seed)["7b.3"][0].passed
         results = grade("ex07b", skipping, seed)
         assert "applies the thread-local include/exclude sets before masking" in first_hint(results, "7b.3")
         assert "Guard(" in results["7b.3"][0].message
-    assert kinds == {"include", "exclude"}
 
 
 def test_ex07b_guarded_reference_agrees_with_pytorch(torch_ref: Any) -> None:

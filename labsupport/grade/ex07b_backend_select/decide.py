@@ -80,14 +80,9 @@ def _guards(rng: Any, options: list[list[Any]], tensors: list[dict[str, Any]]) -
     import labsupport as lab
 
     guards: list[Any] = [None] * len(options)
-    chosen = [n for n in range(len(options)) if rng.random() < 0.4]
-    for n in range(len(options)):
-        if len(chosen) >= 4:
-            break
-        if n not in chosen:
-            chosen.append(n)
-    for n in sorted(chosen):
-        wanted = lab.DispatchKeySet(reference_key(*options[n])) | lab.DispatchKeySet(TENSOR_KEYS[tensors[n]["device"]])
+    pools = []
+    for option, spec in zip(options, tensors):
+        wanted = lab.DispatchKeySet(reference_key(*option)) | lab.DispatchKeySet(TENSOR_KEYS[spec["device"]])
         includes = [k for k in observe.BACKEND_KEYS if wanted | lab.DispatchKeySet(k) != wanted]
         # excluding a key removes its functionality (backend bits stay); keep one functionality to run
         excludes = [
@@ -96,9 +91,23 @@ def _guards(rng: Any, options: list[list[Any]], tensors: list[dict[str, Any]]) -
             if (wanted - lab.DispatchKeySet(k)) != wanted
             and (wanted - lab.DispatchKeySet(k)).highest_priority_key().name in observe.BACKEND_KEYS
         ]
-        kind = "exclude" if excludes and (not includes or rng.random() < 0.5) else "include"
-        pool = excludes if kind == "exclude" else includes
-        guards[n] = {"kind": kind, "key": pool[int(rng.integers(len(pool)))]}
+        pools.append({"include": includes, "exclude": excludes})
+    kinds: dict[int, str] = {}
+    # at least one exclude (a kernel that only looks at the key set it received gets the includes right,
+    # not the excludes) and one include, then more calls with a guard of a random kind
+    can_exclude = [n for n, pool in enumerate(pools) if pool["exclude"]]
+    if can_exclude:
+        kinds[can_exclude[int(rng.integers(len(can_exclude)))]] = "exclude"
+    others = [n for n in range(len(options)) if n not in kinds and pools[n]["include"]]
+    kinds[others[int(rng.integers(len(others)))]] = "include"
+    for n in range(len(options)):
+        if n not in kinds and rng.random() < 0.35:
+            kind = "exclude" if rng.random() < 0.5 else "include"
+            kinds[n] = kind if pools[n][kind] else ("include" if kind == "exclude" else "exclude")
+    for n, kind in sorted(kinds.items()):
+        pool = pools[n][kind]
+        if pool:
+            guards[n] = {"kind": kind, "key": pool[int(rng.integers(len(pool)))]}
     return guards
 
 
@@ -248,8 +257,19 @@ def _decide_calls(inputs: Any, observed: Any, observer: Any, with_tensors: bool)
     if unguarded:
         wrong = unguarded  # a plain call shows the misunderstanding without the guards in the way
     else:
-        # every call without a guard is right; the ones under a guard are not: the TLS sets were skipped
-        wrong = [(reason if "error" in given else "tls", n, given, expected) for reason, n, given, expected in wrong]
+        # every call without a guard is right. A guarded call whose result is what PyTorch's kernel
+        # gives for the same call without the guard skipped the TLS sets; others show another mistake
+        ignored = observer(REFERENCE, {**inputs, "guards": [None] * len(expected_all)})
+        options = inputs["options"]
+        wrong = [
+            (
+                "tls" if given == ignored[n] else _guarded_reason(reason, given, expected, options[n]),
+                n,
+                given,
+                expected,
+            )
+            for reason, n, given, expected in wrong
+        ]
     reason, number, given, expected = most_common(wrong)
     dtype, layout, device = inputs["options"][number]
     call = f"dtype={dtype!r}, layout={layout!r}, device={device!r}"
@@ -307,6 +327,25 @@ def _call_reason(
             return "tensor_keys"
         return "device"
     return "key_only"
+
+
+def _guarded_reason(reason: str, given: dict[str, Any], expected: dict[str, Any], option: list[Any]) -> str:
+    """The mistake a wrong call under a guard shows (the guard's own key is in both sets, or the call
+    would have been read as skipping the TLS sets): a key of the options' device that only the learner's
+    set holds is the key they computed; else the functionality of the keys that differ."""
+    if "error" in given:
+        return reason
+    wanted = reference_key(*option)
+    extra = sorted(set(given["keys"]) - set(expected["keys"]))
+    computed = [key for key in extra if _backend(key) == _backend(wanted)]
+    if computed:
+        return _key_reason(computed[0], wanted, option)
+    differ = set(given["keys"]) ^ set(expected["keys"])
+    if any(key.startswith(("Sparse", "Mkldnn")) for key in differ):
+        return "layout"  # the layout decides first: a quantized dtype only counts with a strided layout
+    if any(key.startswith("Quantized") for key in differ):
+        return "dtype"
+    return reason
 
 
 def _valid_call(result: Any) -> bool:
