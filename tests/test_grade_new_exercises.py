@@ -409,6 +409,20 @@ EX07B_WRONG = {
         [(") | lab.dispatch_keys(self)\n", ")\n")],
         {"7b.3": "combines the options' key with the tensors' keys"},
     ),
+    # the thread-local sets are skipped: a call under an include or exclude guard on a backend key
+    # reaches another kernel (or key set) than PyTorch's generated kernel, which applies them
+    "skips_tls_sets": (
+        [("    computed = (wanted | lab.tls_include_set()) - lab.tls_exclude_set()  # c10::impl::computeDispatchKeySet\n",
+          "    computed = wanted\n")],
+        {"7b.3": "applies the thread-local include/exclude sets before masking"},
+    ),
+    # the key set the kernel received stands in for the TLS sets: right under an include guard (the
+    # dispatcher put the included key there), wrong under an exclude guard on the options' functionality
+    "received_keyset_for_tls": (
+        [("    computed = (wanted | lab.tls_include_set()) - lab.tls_exclude_set()  # c10::impl::computeDispatchKeySet\n",
+          "    computed = wanted | ks\n")],
+        {"7b.3": "applies the thread-local include/exclude sets before masking"},
+    ),
     # the tensor's keys are kept but not masked: Autograd/ADInplaceOrView/Autocast stay in the set
     "no_mask": (
         [('    key_set = computed & lab.DispatchKeySet.full_after("BackendSelect")', "    key_set = computed")],
@@ -446,6 +460,60 @@ def test_ex07b_reference_key_agrees_with_pytorch(torch_ref: Any) -> None:
     q = torch_ref.quantize_per_tensor(torch_ref.ones(2), 1.0, 0, torch_ref.qint8)
     assert reference_key("qint8", None, "cpu") in str(torch_ref._C._dispatch_keys(q))
     assert reference_key(None, "_mkldnn", None) in str(torch_ref._C._dispatch_keys(torch_ref.ones(2).to_mkldnn()))
+
+
+def test_ex07b_guards_separate_a_kernel_that_skips_the_tls_sets(tmp_path: Path) -> None:
+    """Every seed plans calls under an include and under an exclude guard; the solution passes them all
+    and a kernel without the TLS sets fails them, with the hint naming that."""
+    from labsupport.grade.ex07b_backend_select import decide
+
+    replacements, _ = EX07B_WRONG["skips_tls_sets"]
+    skipping = variant("ex07b", tmp_path, replacements, "skips_tls_sets")
+    for seed in range(2, 7):
+        inputs = decide.plan_tensor(check_rng(seed, decide.EXERCISE, 2))
+        guards = [g for g in inputs["guards"] if g is not None]
+        assert {g["kind"] for g in guards} == {"include", "exclude"}
+        assert sum(g is None for g in inputs["guards"]) >= 4  # plain calls show the other mistakes
+        assert grade("ex07b", solution("ex07b"), seed)["7b.3"][0].passed
+        results = grade("ex07b", skipping, seed)
+        assert "applies the thread-local include/exclude sets before masking" in first_hint(results, "7b.3")
+        assert "Guard(" in results["7b.3"][0].message
+
+
+def test_ex07b_guarded_reference_agrees_with_pytorch(torch_ref: Any) -> None:
+    """The expected key sets of the guarded calls are what c10::impl::computeDispatchKeySet gives in
+    PyTorch under the same guards (real TLS, real DispatchKeySet algebra, FULL_AFTER BackendSelect)."""
+    from labsupport.grade.ex07b_backend_select import decide, observe
+
+    C = torch_ref._C
+
+    def key(name: str) -> Any:  # MkldnnCPU has no attribute on torch._C.DispatchKey, QuantizedXLA no parse
+        return getattr(C.DispatchKey, name, None) or C._parse_dispatch_key(name)
+
+    mask = C._dispatch_keyset_full_after(key("BackendSelect"))
+    compared = 0
+    for seed in range(4):
+        inputs = decide.plan_tensor(check_rng(seed, decide.EXERCISE, 2))
+        expected = observe.tensor_calls(decide.REFERENCE, inputs)
+        for option, spec, guard, lab_record in zip(inputs["options"], inputs["tensors"], inputs["guards"], expected):
+            if guard is None:
+                continue
+            device = decide.TENSOR_KEYS[spec["device"]]
+            tensor_keys = C.DispatchKeySet(key(device)) | C.DispatchKeySet(key(f"Autograd{device}"))
+            if guard["kind"] == "include":
+                guard_object = C._IncludeDispatchKeyGuard(key(guard["key"]))
+            else:
+                guard_object = C._ExcludeDispatchKeyGuard(C.DispatchKeySet(key(guard["key"])))
+            with guard_object:
+                wanted = C.DispatchKeySet(key(decide.reference_key(*option))) | tensor_keys
+                included, excluded = C._dispatch_tls_local_include_set(), C._dispatch_tls_local_exclude_set()
+                real = ((wanted | included) - excluded) & mask
+            names = str(real).removeprefix("DispatchKeySet(").removesuffix(")").split(", ")
+            assert lab_record == {"kernel": C._dispatch_key_name(real.highestPriorityTypeId()), "keys": names}, (
+                option, spec, guard, str(real)
+            )
+            compared += 1
+    assert compared >= 16
 
 
 # ------------------------------------------------------------------------------ ex04c autocast

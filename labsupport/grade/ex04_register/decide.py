@@ -129,10 +129,14 @@ def expected_sum(case: dict[str, Any]) -> Any:
 # ---- reading observations -------------------------------------------------------------------------
 
 RECURSION_HINTS = (
-    f"your autograd kernel calls myadd again while the autograd keys are still in the key set, so the "
-    f"dispatcher picks the autograd kernel again and again ({S6}, 'First, the broken version')",
-    f"{S6} shows two ways out, a guard around the call and a redispatch with a key set below autograd; use one",
+    f"the misunderstanding: the dispatcher keeps no record of which kernels a call has been through, so a "
+    f"call made from inside your autograd kernel does not carry on towards the backend kernel by itself; getting "
+    f"past autograd is that kernel's own job ({S6}, 'First, the broken version')",
+    f"compare your autograd kernel with the fixed versions in {S6}: what each one changes before calling on, "
+    f"and where that change lives (the thread-local state, or the key set it hands over)",
 )
+# the DispatchRecursionError's own text says what happened and where to read on; these hints name
+# the belief behind it in other words, so the report never says the same thing twice
 
 
 def _normalized(text: str) -> str:

@@ -66,7 +66,49 @@ def plan_tensor(rng: Any) -> dict[str, Any]:
     ]
     for t in tensors:
         t["requires_grad"] = t["requires_grad"] and not t["inference"]
-    return {"options": options, "tensors": tensors}
+    return {"options": options, "tensors": tensors, "guards": _guards(rng, options, tensors)}
+
+
+TENSOR_KEYS = {"cpu": "CPU", "cuda": "CUDA", "meta": "Meta"}
+
+
+def _guards(rng: Any, options: list[list[Any]], tensors: list[dict[str, Any]]) -> list[Any]:
+    """For some calls, a guard that changes the thread-local include or exclude set on a backend key:
+    ``{"kind": "include" | "exclude", "key": name}`` (None: no guard). Each guard is chosen so that it
+    changes the key set PyTorch's generated kernel redispatches with (``computeDispatchKeySet`` applies
+    the TLS sets before the mask), so a kernel that skips the TLS sets reaches another kernel or key set."""
+    import labsupport as lab
+
+    guards: list[Any] = [None] * len(options)
+    pools = []
+    for option, spec in zip(options, tensors):
+        wanted = lab.DispatchKeySet(reference_key(*option)) | lab.DispatchKeySet(TENSOR_KEYS[spec["device"]])
+        includes = [k for k in observe.BACKEND_KEYS if wanted | lab.DispatchKeySet(k) != wanted]
+        # excluding a key removes its functionality (backend bits stay); keep one functionality to run
+        excludes = [
+            k
+            for k in observe.BACKEND_KEYS
+            if (wanted - lab.DispatchKeySet(k)) != wanted
+            and (wanted - lab.DispatchKeySet(k)).highest_priority_key().name in observe.BACKEND_KEYS
+        ]
+        pools.append({"include": includes, "exclude": excludes})
+    kinds: dict[int, str] = {}
+    # at least one exclude (a kernel that only looks at the key set it received gets the includes right,
+    # not the excludes) and one include, then more calls with a guard of a random kind
+    can_exclude = [n for n, pool in enumerate(pools) if pool["exclude"]]
+    if can_exclude:
+        kinds[can_exclude[int(rng.integers(len(can_exclude)))]] = "exclude"
+    others = [n for n in range(len(options)) if n not in kinds and pools[n]["include"]]
+    kinds[others[int(rng.integers(len(others)))]] = "include"
+    for n in range(len(options)):
+        if n not in kinds and rng.random() < 0.35:
+            kind = "exclude" if rng.random() < 0.5 else "include"
+            kinds[n] = kind if pools[n][kind] else ("include" if kind == "exclude" else "exclude")
+    for n, kind in sorted(kinds.items()):
+        pool = pools[n][kind]
+        if pool:
+            guards[n] = {"kind": kind, "key": pool[int(rng.integers(len(pool)))]}
+    return guards
 
 
 # ------------------------------------------------------------------------------------ reference
@@ -148,6 +190,14 @@ HINTS: dict[str, tuple[str, ...]] = {
         "otherwise Autograd, ADInplaceOrView or Autocast keys of the tensor stay in the set and the redispatch "
         "lands on them again",
     ),
+    "tls": (
+        f"the generated kernel applies the thread-local include/exclude sets before masking: some calls ran "
+        f"under a guard that includes or excludes a backend key ({SECTION}; notebook 02 on the thread-local sets)",
+        "with tensor arguments torchgen's kernel goes through c10::impl::computeDispatchKeySet, the step the "
+        "dispatcher itself takes for every call: a key the include set holds joins the key set, the "
+        "functionality of a key the exclude set holds leaves it, and only then does the mask drop what is "
+        "not below BackendSelect; the key set the kernel received is no substitute, it never saw the options",
+    ),
     "format": ("return the key's name as a string, e.g. 'CPU' (see compute_dispatch_key's docstring)",),
 }
 
@@ -196,18 +246,40 @@ def _decide_calls(inputs: Any, observed: Any, observer: Any, with_tensors: bool)
     if isinstance(calls, Verdict):
         return calls
     specs = inputs.get("tensors") or [{}] * len(expected_all)
+    guards = inputs.get("guards") or [None] * len(expected_all)
     wrong = [
         (_call_reason(given, expected, inputs["options"][number], with_tensors, specs[number]), number, given, expected)
         for number, given, expected in calls
     ]
     if not wrong:
         return Verdict(True, f"all {len(expected_all)} calls reached the right backend kernel with the right key set")
+    unguarded = [w for w in wrong if guards[w[1]] is None]
+    if unguarded:
+        wrong = unguarded  # a plain call shows the misunderstanding without the guards in the way
+    else:
+        # every call without a guard is right. A guarded call whose result is what PyTorch's kernel
+        # gives for the same call without the guard skipped the TLS sets; others show another mistake
+        ignored = observer(REFERENCE, {**inputs, "guards": [None] * len(expected_all)})
+        options = inputs["options"]
+        wrong = [
+            (
+                "tls" if given == ignored[n] else _guarded_reason(reason, given, expected, options[n]),
+                n,
+                given,
+                expected,
+            )
+            for reason, n, given, expected in wrong
+        ]
     reason, number, given, expected = most_common(wrong)
     dtype, layout, device = inputs["options"][number]
     call = f"dtype={dtype!r}, layout={layout!r}, device={device!r}"
     if with_tensors:
         spec = inputs["tensors"][number]
         call = f"convert(<{spec['device']} tensor{', inference' if spec['inference'] else ''}>, {call})"
+        guard = guards[number]
+        if guard is not None:
+            name = "IncludeDispatchKeyGuard" if guard["kind"] == "include" else "ExcludeDispatchKeyGuard"
+            call = f"{call} under {name}({guard['key']})"
     else:
         call = f"make([2], {call})"
     seen = given.get("error") if isinstance(given, dict) and "error" in given else _describe(given)
@@ -255,6 +327,25 @@ def _call_reason(
             return "tensor_keys"
         return "device"
     return "key_only"
+
+
+def _guarded_reason(reason: str, given: dict[str, Any], expected: dict[str, Any], option: list[Any]) -> str:
+    """The mistake a wrong call under a guard shows (the guard's own key is in both sets, or the call
+    would have been read as skipping the TLS sets): a key of the options' device that only the learner's
+    set holds is the key they computed; else the functionality of the keys that differ."""
+    if "error" in given:
+        return reason
+    wanted = reference_key(*option)
+    extra = sorted(set(given["keys"]) - set(expected["keys"]))
+    computed = [key for key in extra if _backend(key) == _backend(wanted)]
+    if computed:
+        return _key_reason(computed[0], wanted, option)
+    differ = set(given["keys"]) ^ set(expected["keys"])
+    if any(key.startswith(("Sparse", "Mkldnn")) for key in differ):
+        return "layout"  # the layout decides first: a quantized dtype only counts with a strided layout
+    if any(key.startswith("Quantized") for key in differ):
+        return "dtype"
+    return reason
 
 
 def _valid_call(result: Any) -> bool:

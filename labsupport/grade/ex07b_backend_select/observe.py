@@ -2,7 +2,9 @@
 given options and report, as plain JSON, the keys they return and which backend kernel each call
 reached with which key set.
 
-The operators live on a fresh ``lab.Dispatcher``: a factory ``ex07b::make`` (no tensor argument)
+Some ``convert`` calls run under an ``IncludeDispatchKeyGuard`` or ``ExcludeDispatchKeyGuard`` on a
+backend key (``inputs["guards"]``), so the thread-local sets matter. The operators live on a fresh
+``lab.Dispatcher``: a factory ``ex07b::make`` (no tensor argument)
 and ``ex07b::convert`` (a tensor plus options, like ``aten::_to_copy``), each with a recording kernel
 on every backend key a factory can select. The parent runs these same functions with its reference
 kernels to get the expected observations.
@@ -98,13 +100,25 @@ def tensor_calls(learner: ModuleType, inputs: Any) -> Any:
     import labsupport.torch as torch
 
     results = []
+    guards = inputs.get("guards") or [None] * len(inputs["options"])
     with operators(learner) as ops:
-        for spec, (dtype, layout, device) in zip(inputs["tensors"], inputs["options"]):
+        for spec, (dtype, layout, device), guard in zip(inputs["tensors"], inputs["options"], guards):
             with ExitStack() as stack:
                 if spec["inference"]:
                     stack.enter_context(lab.InferenceMode())
                 t = torch.tensor([1.0, 2.0], device=spec["device"])
             if spec["requires_grad"]:
                 t.requires_grad_(True)
-            results.append(_run(lambda: ops["convert"](t, dtype=dtype, layout=layout, device=device)))  # noqa: B023
+            with ExitStack() as stack:
+                if guard is not None:
+                    stack.enter_context(_guard(lab, guard))
+                results.append(_run(lambda: ops["convert"](t, dtype=dtype, layout=layout, device=device)))  # noqa: B023
     return results
+
+
+def _guard(lab: ModuleType, guard: Any) -> Any:
+    """The TLS guard a call runs under: ``{"kind": "include" | "exclude", "key": name}``."""
+    if guard.get("kind") not in ("include", "exclude") or guard.get("key") not in BACKEND_KEYS:
+        raise ValueError(f"ex07b: unknown guard {guard!r}")
+    cls = lab.IncludeDispatchKeyGuard if guard["kind"] == "include" else lab.ExcludeDispatchKeyGuard
+    return cls(guard["key"])
