@@ -107,11 +107,19 @@ def args_kwargs(op: OperatorEntry, arguments: list[Any]) -> tuple[tuple[Any, ...
     while positional_end > 0 and _is_default(params[positional_end - 1], arguments[positional_end - 1]):
         positional_end -= 1
     kwargs = {
-        params[i].name: arguments[i]
+        params[i].name: _to_python(arguments[i])
         for i in range(kwarg_only_start, len(arguments))
         if not _is_default(params[i], arguments[i])
     }
-    return tuple(arguments[:positional_end]), kwargs
+    return tuple(_to_python(value) for value in arguments[:positional_end]), kwargs
+
+
+def _to_python(value: Any) -> Any:
+    """``toPyObject``: a wrapped-number tensor (a Python scalar the binding wrapped) goes back to Python
+    as the number it was."""
+    if getattr(value, "_tkey", 0) & 1 and value._data is not None:
+        return value._data.item()
+    return value
 
 
 def _is_default(param: Any, value: Any) -> bool:
@@ -177,6 +185,11 @@ def handle_torch_dispatch(
         if result is not NotImplemented:
             return result
         tried.append(f"  - tensor subclass {type(tensor)!r}")
+    if not tried:  # PyTorch: an internal assert ("no arguments had PyInterpreter")
+        raise RuntimeError(
+            f"{func}: hit the Python dispatch key, but no mode is active and no argument is a tensor subclass with "
+            "__torch_dispatch__ (lab: a tensor carries the Python key without a handler)"
+        )
     handlers = "\n".join(tried)
     raise TypeError(
         f"Multiple dispatch failed for '{func.__module__}.{func.__name__}'; all __torch_dispatch__ handlers "
