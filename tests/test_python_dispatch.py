@@ -426,3 +426,33 @@ def test_a_wrapper_subclass_records_autograd_but_the_labs_engine_cannot_run_its_
     assert type(out) is Wrapper and out.requires_grad and type(out.grad_fn).__name__ == "SumBackward0"
     with pytest.raises(NotImplementedError, match="Wrapper: the lab's autograd engine"):
         out.backward()
+
+
+def test_observers_that_ask_for_record_function_scopes_see_python_dispatch_mode_and_python_subclass():
+    from labsupport.c10.dispatcher import observers
+
+    class Scopes:
+        def __init__(self):
+            self.events: list[tuple[str, bool]] = []
+
+        def on_enter(self, event):
+            self.events.append((event.op.full_name, event.redispatch))
+
+        def on_exit(self, event):
+            pass
+
+        def on_record_function(self, name, entering):
+            self.events.append((name, entering))
+
+    a, b = _ab(requires_grad=False)
+    scopes = Scopes()
+    observers.add(scopes)
+    try:
+        with LoggingMode():
+            torch.add(Wrapper(a), b)
+    finally:
+        observers.remove(scopes)
+    records = [e for e in scopes.events if e[0].startswith("Python")]
+    assert records == [("PythonDispatchMode", True), ("PythonSubclass", True), ("PythonSubclass", False),
+                       ("PythonDispatchMode", False)]  # fmt: skip
+    assert [e for e in scopes.events if e[0] == "aten::add.Tensor" and not e[1]] == [("aten::add.Tensor", False)] * 3

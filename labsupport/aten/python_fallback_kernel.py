@@ -33,6 +33,7 @@ from labsupport._ops import OpOverload
 from labsupport.c10.backend_fallbacks import provide_fallback_kernel
 from labsupport.c10.dispatch_key import DispatchKey
 from labsupport.c10.dispatch_key_set import FULL, DispatchKeySet
+from labsupport.c10.dispatcher import observers
 from labsupport.c10.kernel_function import push_outputs
 from labsupport.c10.operator_entry import OperatorEntry
 from labsupport.c10.schema import parse_default
@@ -88,8 +89,27 @@ def python_fallback(op: OperatorEntry, ks: DispatchKeySet, stack: list[Any]) -> 
         del stack[len(stack) - n:]
         args, kwargs = args_kwargs(op, arguments)
         overloaded = overloaded_args(arguments)
-        result = handle_torch_dispatch(OpOverload.of(op), overloaded, args, kwargs)
+        if observers.active:
+            result = _recorded(OpOverload.of(op), overloaded, args, kwargs)
+        else:
+            result = handle_torch_dispatch(OpOverload.of(op), overloaded, args, kwargs)
     push_outputs(op, stack, result)
+
+
+def _recorded(func: OpOverload, overloaded: list[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``handle_torch_dispatch`` inside a ``RECORD_FUNCTION`` scope, as PyTorch 2.13 opens one around the
+    handler: ``PythonDispatchMode`` when a mode handles the call, ``PythonSubclass`` otherwise (its
+    profiler shows them as rows of their own). Observers that want such scopes define
+    ``on_record_function(name, entering)``; the dispatch observers' other methods never see them."""
+    name = "PythonDispatchMode" if stack_len() else "PythonSubclass"
+    listeners = [item for item in observers.items if hasattr(item, "on_record_function")]
+    for listener in listeners:
+        listener.on_record_function(name, True)
+    try:
+        return handle_torch_dispatch(func, overloaded, args, kwargs)
+    finally:
+        for listener in reversed(listeners):
+            listener.on_record_function(name, False)
 
 
 def args_kwargs(op: OperatorEntry, arguments: list[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
