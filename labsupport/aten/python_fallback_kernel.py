@@ -240,6 +240,7 @@ def install() -> None:
 def register_frame_names(lab_rules: dict[str, Any]) -> None:
     """Tell lab.trace which PyTorch frame each function here stands for."""
     lab_rules.setdefault(__name__, FRAME_RULES)
+    lab_rules.setdefault("labsupport._ops", ((r"OpOverload\.__call__", "binding", "torch._ops.OpOverload.__call__"),))
 
 
 install()
