@@ -403,3 +403,18 @@ def test_a_data_carrying_subclass_under_autograd_matches_pytorch(torch_ref, seed
     # on saved Carrier tensors do: the lab's log is PyTorch's with some calls left out, in order.
     ref_bwd = iter(pytorch_backward_as_the_lab_dispatches(ref_r[3]))
     assert all(name in ref_bwd for name in lab_r[3]), (lab_r[3], ref_r[3])
+
+
+def test_a_mode_under_autocast_and_vmap_sees_what_pytorchs_sees(torch_ref):
+    """Autocast and vmap's keys sit above Python: the mode sees autocast's casts and vmap's batched call."""
+    logs = []
+    for torch, base in ((labtorch, LabMode), (torch_ref, _mode_base(torch_ref))):
+        a, b = torch.ones(2, 2, requires_grad=True), torch.ones(2, 2)
+        with torch.autocast("cpu"), logging_mode(base) as mode:
+            out = torch.mm(a, b)
+        with logging_mode(base) as vmode:
+            torch.vmap(lambda x: torch.add(x, 1.0))(b)
+        logs.append((mode.log, str(out.dtype), vmode.log))
+    assert logs[0] == logs[1]
+    assert logs[1] == (["aten._to_copy.default", "aten._to_copy.default", "aten.mm.default"], "torch.bfloat16",
+                       ["aten.add.Tensor"])  # fmt: skip
