@@ -12,11 +12,18 @@ runs before the kernel; ``Dispatcher::redispatch`` does not. The lab's profiler 
 the same two places and keeps only the ``call`` events, so one ``torch.add`` is one ``aten::add``
 however many kernels it passes through, and a call that never enters the dispatcher (``at::cpu::add``,
 or the bypass of seed 000) is invisible by construction.
+
+The Python key adds rows of its own, as in PyTorch 2.13: ``pythonFallback``
+(aten/src/ATen/core/PythonFallbackKernel.cpp) opens a ``RECORD_FUNCTION`` scope named
+``PythonDispatchMode`` around a mode's ``__torch_dispatch__`` and ``PythonSubclass`` around a
+subclass's. The handler's own ``func(*args)`` enters ``Dispatcher::call`` again, so a pass-through
+mode shows ``aten::add`` twice, nested ``aten::add > PythonDispatchMode > aten::add``.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -27,15 +34,30 @@ if TYPE_CHECKING:
 __all__ = ["FunctionEvent", "KeyAverage", "KeyAverages", "profile"]
 
 
+class _Scope:
+    """The start and end of one ``RECORD_FUNCTION`` scope that is not an operator call."""
+
+    __slots__ = ("end", "start")
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.end = self.start
+
+
 class FunctionEvent:
-    """One operator call seen by ``Dispatcher::call`` (``torch.autograd.profiler_util.FunctionEvent``)."""
+    """One operator call seen by ``Dispatcher::call``, or one other ``RECORD_FUNCTION`` scope such as
+    ``PythonDispatchMode`` (``torch.autograd.profiler_util.FunctionEvent``)."""
 
     __slots__ = ("_event", "children", "depth", "name", "overload_name", "parent")
 
-    def __init__(self, event: DispatchEvent, parent: FunctionEvent | None) -> None:
-        self._event = event
-        self.name = event.op.name  # "aten::add", as PyTorch names profiler events
-        self.overload_name = event.op.overload_name
+    def __init__(self, event: DispatchEvent | _Scope, parent: FunctionEvent | None, name: str | None = None) -> None:
+        self._event = event  # whatever holds .start and .end
+        if name is None:
+            self.name = event.op.name  # "aten::add", as PyTorch names profiler events
+            self.overload_name = event.op.overload_name
+        else:
+            self.name = name  # "PythonDispatchMode": not an operator, no overload
+            self.overload_name = ""
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
         self.children: list[FunctionEvent] = []
@@ -208,17 +230,31 @@ class profile:
     def on_enter(self, event: DispatchEvent) -> None:
         if event.redispatch or threading.get_ident() != self._thread:
             return
-        parent = self._open[-1] if self._open else None
-        record = FunctionEvent(event, parent)
-        (self._roots if parent is None else parent.children).append(record)
-        self._all.append(record)
-        self._open.append(record)
+        self._open_record(event, None)
 
     def on_exit(self, event: DispatchEvent) -> None:
         if event.redispatch or threading.get_ident() != self._thread:
             return
         if self._open and self._open[-1]._event is event:
             self._open.pop()
+
+    def on_record_function(self, name: str, entering: bool) -> None:
+        """A ``RECORD_FUNCTION`` scope that is not an operator call (``PythonDispatchMode``,
+        ``PythonSubclass``): a row of its own, parent of the calls made inside it."""
+        if threading.get_ident() != self._thread:
+            return
+        if entering:
+            self._open_record(_Scope(), name)
+            return
+        if self._open and self._open[-1].name == name and isinstance(self._open[-1]._event, _Scope):
+            self._open.pop()._event.end = time.perf_counter()
+
+    def _open_record(self, event: DispatchEvent | _Scope, name: str | None) -> None:
+        parent = self._open[-1] if self._open else None
+        record = FunctionEvent(event, parent, name)
+        (self._roots if parent is None else parent.children).append(record)
+        self._all.append(record)
+        self._open.append(record)
 
     # ---- results
     def events(self) -> list[FunctionEvent]:
