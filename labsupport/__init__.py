@@ -12,7 +12,7 @@ The public API (see DESIGN.md section 4)::
     lab.show_dispatch_trace()           # TORCH_SHOW_DISPATCH_TRACE (or LAB_SHOW_DISPATCH_TRACE=1)
     lab.pytorch_dump_style()            # dumps name Python kernels by registration site, as torch.library's
     lab.PythonDispatcher()
-    lab.ops.<namespace>.<op>(...)        # call any operator by name, like torch.ops
+    lab.ops.<namespace>.<op>(...)        # torch.ops: OpOverloadPacket / OpOverload (labsupport/_ops.py)
     lab.trace(), lab.stop_at(name)       # the frames of a call (gdb's bt), the real stack at a frame
     lab.profiler.profile()               # operators seen by Dispatcher::call (torch.profiler)
     lab.count_instructions(fn), lab.bench # bytecode counts, timings, callgrind, before/after
@@ -37,6 +37,7 @@ if _importlib_util.find_spec("numpy") is None:  # before anything imports numpy:
     )
 
 from labsupport import jit
+from labsupport._ops import ops  # torch.ops: ops.aten.add.Tensor is the OpOverload a handler's func is
 from labsupport.autograd.variable_fallback import (
     autograd_not_implemented_fallback,
     autograd_not_implemented_inplace_or_view_fallback,
@@ -86,59 +87,6 @@ def dispatch_keys(tensor: Any) -> DispatchKeySet:
     """A tensor's dispatch key set (``torch._C._dispatch_keys(t)``)."""
     return DispatchKeySet.from_raw(tensor._ks)
 
-
-class _OpNamespace:
-    """``lab.ops.myops.myadd``: operators of one namespace, looked up by name (like ``torch.ops``)."""
-
-    def __init__(self, ns: str, disp: Dispatcher) -> None:
-        self._ns, self._dispatcher = ns, disp
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        qualified = f"{self._ns}::{name}"
-        overloads = {
-            op.overload_name: op for op in self._dispatcher.operators.values() if op.name == qualified and op.schema
-        }
-        if not overloads:
-            raise AttributeError(f"no operator named {qualified} in dispatcher {self._dispatcher.name!r}")
-        return _OpPacket(qualified, overloads)
-
-
-class _OpPacket:
-    """All overloads of one name (``OpOverloadPacket``); ``.default`` or ``.<overload>`` picks one."""
-
-    def __init__(self, name: str, overloads: dict[str, Any]) -> None:
-        self._name, self._overloads = name, overloads
-
-    def __getattr__(self, overload: str) -> Any:
-        key = "" if overload == "default" else overload
-        if key in self._overloads:
-            return self._overloads[key]
-        raise AttributeError(f"{self._name} has no overload {overload!r}; it has {sorted(self._overloads)}")
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if "" in self._overloads:
-            return self._overloads[""](*args, **kwargs)
-        if len(self._overloads) == 1:
-            return next(iter(self._overloads.values()))(*args, **kwargs)
-        raise RuntimeError(f"{self._name} has several overloads {sorted(self._overloads)}; pick one")
-
-    def __repr__(self) -> str:
-        return f"<OpOverloadPacket {self._name}>"
-
-
-class _Ops:
-    def __init__(self, disp: Dispatcher) -> None:
-        self._dispatcher = disp
-
-    def __getattr__(self, ns: str) -> _OpNamespace:
-        if ns.startswith("_"):
-            raise AttributeError(ns)
-        return _OpNamespace(ns, self._dispatcher)
-
-
-ops = _Ops(dispatcher)
 
 __all__ = [
     "AutoDispatchBelowADInplaceOrView",
