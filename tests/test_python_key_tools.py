@@ -472,3 +472,76 @@ def test_importing_the_labs_torch_in_a_fresh_process_in_any_order_has_no_cycle()
         )
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, f"import {first} first:\n{done.stderr}"
+
+
+# ---------------------------------------------------------------- the KeySetExplorer's TorchDispatchMode guard
+
+
+def test_the_explorer_shows_a_mode_as_python_tls_snapshot_then_autograd_then_python():
+    from labsupport.tools.explorer import GUARDS, KeySetExplorer, explain_call
+
+    assert "TorchDispatchMode" in GUARDS
+    info = explain_call(requires_grad=True, guards=["TorchDispatchMode"])
+    assert repr(info["tls_include"]) == "DispatchKeySet(BackendSelect, Python, ADInplaceOrView, PythonTLSSnapshot)"
+    assert repr(info["key_set"]) == "DispatchKeySet(CPU, Python, AutogradCPU, PythonTLSSnapshot)"
+    assert info["key"] == "PythonTLSSnapshot"
+    assert info["table_row"] == (
+        "PythonTLSSnapshot: registered at aten/src/ATen/core/PythonFallbackKernel.cpp:200 [backend fallback]"
+    )
+    assert info["chain"] == ["PythonTLSSnapshot", "AutogradCPU", "Python", "CPU"]
+    assert [s["redispatch"] for s in info["steps"]] == [False, True, True, False]  # the handler's func() calls
+    assert repr(info["steps"][-1]["key_set"]) == "DispatchKeySet(CPU)"
+    assert info["grad_fn"] == "MyaddBackward0"  # autograd ran above the mode
+    assert any("Python key, below autograd" in note for note in info["notes"])
+    # below autograd, the mode still runs; a CompositeImplicitAutograd kernel runs above it, so the mode
+    # never sees the call (as matmul under a mode)
+    assert explain_call(guards=["AutoDispatchBelowAutograd", "TorchDispatchMode"])["chain"] == [
+        "PythonTLSSnapshot", "Python", "CPU",
+    ]  # fmt: skip
+    assert explain_call(guards=["TorchDispatchMode"], registrations=["CompositeImplicitAutograd"])["chain"] == [
+        "PythonTLSSnapshot", "AutogradCPU",
+    ]  # fmt: skip
+    explorer = KeySetExplorer().set(guards=["TorchDispatchMode"])
+    assert explorer.change[1] == (
+        "key set DispatchKeySet(CPU, AutogradCPU) → DispatchKeySet(CPU, Python, AutogradCPU, PythonTLSSnapshot)"
+    )
+    assert "PythonTLSSnapshot -> AutogradCPU -> Python -> CPU" in explorer.text()
+    assert 'title="bit 56: PythonTLSSnapshot"' in explorer.html()
+    assert repr(lab.tls_include_set()) == "DispatchKeySet(BackendSelect, ADInplaceOrView)"  # the mode exited
+
+
+@pytest.mark.torch
+def test_pytorch_runs_a_custom_ops_kernels_in_the_explorers_order_under_a_mode(torch_ref, library):
+    torch = torch_ref
+    ran: list[str] = []
+    lib = library("h24explorer", "DEF")
+    lib.define("myadd(Tensor self, Tensor other) -> Tensor")
+
+    def cpu(a, b):
+        ran.append("CPU")
+        return a + b
+
+    def autograd(ks, a, b):
+        ran.append("Autograd")
+        return torch.ops.h24explorer.myadd.default.redispatch(ks & torch._C._after_autograd_keyset, a, b)
+
+    lib.impl("myadd", cpu, "CPU")
+    lib.impl("myadd", autograd, "Autograd", with_keyset=True)
+
+    class Mode(torch.utils._python_dispatch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            ran.append("Python")
+            self.include = torch._C._dispatch_tls_local_include_set()
+            return func(*args, **(kwargs or {}))
+
+    t = torch.zeros(2)
+    with Mode() as mode:
+        outer_include = torch._C._dispatch_tls_local_include_set()
+        torch.ops.h24explorer.myadd(t, t)
+    from labsupport.tools.explorer import explain_call
+
+    info = explain_call(guards=["TorchDispatchMode"])
+    assert ran == ["Autograd", "Python", "CPU"]
+    assert [k.removesuffix("CPU") or "CPU" for k in info["chain"][1:]] == ran
+    assert str(outer_include) == repr(info["tls_include"])
+    assert str(mode.include) == "DispatchKeySet(BackendSelect, ADInplaceOrView)"  # the mode popped in its handler

@@ -58,7 +58,9 @@ __all__ = [
 SCHEMA = "myadd(Tensor self, Tensor other) -> Tensor"
 DEVICES = ("cpu", "cuda", "meta")
 DTYPES = ("float32", "float64", "int64", "bool")
-GUARDS = ("AutoDispatchBelowAutograd", "AutoDispatchBelowADInplaceOrView", "InferenceMode")
+# TorchDispatchMode: a pass-through mode (torch.utils._python_dispatch) entered around the call; it puts
+# Python and PythonTLSSnapshot in the TLS include set, so the call starts at PythonTLSSnapshot.
+GUARDS = ("AutoDispatchBelowAutograd", "AutoDispatchBelowADInplaceOrView", "InferenceMode", "TorchDispatchMode")
 REGISTRATIONS = (
     "CPU", "CUDA", "Meta", "Autograd", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
     "fallthrough AutogradCPU",
@@ -160,6 +162,17 @@ def _inference_mode_like() -> Iterator[None]:
         yield
 
 
+def _pass_through_mode() -> Any:
+    """A ``TorchDispatchMode`` whose handler only calls ``func`` (imported here: tools load before it)."""
+    from labsupport.utils._python_dispatch import TorchDispatchMode
+
+    class PassThroughMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            return func(*args, **(kwargs or {}))
+
+    return PassThroughMode()
+
+
 class _Collector:
     """A dispatcher observer keeping the dispatches of one operator."""
 
@@ -216,6 +229,8 @@ def explain_call(
                 stack.enter_context(AutoDispatchBelowADInplaceOrView())
             if "InferenceMode" in guards:
                 stack.enter_context(_inference_mode_like())
+            if "TorchDispatchMode" in guards:
+                stack.enter_context(_pass_through_mode())
             result = op.call(t, t)
     except Exception as exc:  # a missing kernel or the meta fallback: report, do not raise
         error = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
@@ -263,6 +278,9 @@ def _notes(device: str, dtype: str, requires_grad: bool, guards: tuple[str, ...]
     if "InferenceMode" in guards:
         notes.append("InferenceMode here changes the thread-local sets only; tensors created inside it would "
                      "also lose their autograd keys.")  # fmt: skip
+    if "TorchDispatchMode" in guards and any(s["key"] == "Python" for s in steps):
+        notes.append("The mode's handler runs at the Python key, below autograd; its func(...) dispatches again "
+                     "with the mode popped and every key above Python excluded.")  # fmt: skip
     return notes
 
 
