@@ -75,6 +75,10 @@ def _scenario(name: str, torch: Any) -> Callable[[], Any]:
         with c["PassThrough"]():
             return torch.add(x, y)
 
+    def under_two_modes(x: Any, y: Any) -> Any:
+        with c["PassThrough"](), c["PassThrough"]():
+            return torch.add(x, y)
+
     def logging_forward_backward() -> list[str]:
         with c["Logging"]() as mode:
             torch.add(leaf, b).sum().backward()
@@ -88,6 +92,7 @@ def _scenario(name: str, torch: Any) -> Callable[[], Any]:
         "add with requires_grad under a pass-through mode": lambda: under_mode(leaf, b),
         "add on a wrapper with requires_grad": lambda: torch.add(wleaf, wb),
         "add on a wrapper under a mode": lambda: under_mode(wa, wb),
+        "add under two nested modes": lambda: under_two_modes(a, b),
         "logging mode around add + sum + backward": logging_forward_backward,
     }
     return programs[name]
@@ -147,6 +152,11 @@ SAME_ROWS = {
     "add on a wrapper under a mode": (
         {"aten::add": 3, "PythonDispatchMode": 1, "PythonSubclass": 1},
         "aten::add\n  PythonDispatchMode\n    aten::add\n      PythonSubclass\n        aten::add",
+    ),
+    # the inner mode's func(*args) reaches the Python key again, now with the outer mode on top
+    "add under two nested modes": (
+        {"aten::add": 3, "PythonDispatchMode": 2},
+        "aten::add\n  PythonDispatchMode\n    aten::add\n      PythonDispatchMode\n        aten::add",
     ),
 }  # fmt: skip
 
