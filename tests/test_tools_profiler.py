@@ -82,3 +82,33 @@ def test_counts_only_table_is_the_same_every_run():
         "    aten::normal_             1  \n"
         "-----------------  ------------  \n"
     )
+
+
+def test_python_key_scopes_nest_and_close_when_the_handler_raises():
+    from labsupport.utils._python_dispatch import TorchDispatchMode
+
+    class Refuses(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            raise ValueError(f"no {func}")
+
+    class PassThrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    a = torch.tensor([1.0, 2.0])
+    with lab.profiler.profile() as prof:
+        try:
+            with Refuses():
+                torch.add(a, a)
+        except ValueError:
+            pass
+        with PassThrough():
+            torch.neg(a)
+        torch.add(a, a)
+    # RECORD_FUNCTION is a scope guard: the raising handler's row ends with it (PyTorch 2.13 prints this tree)
+    assert prof.tree() == (
+        "aten::add\n  PythonDispatchMode\naten::neg\n  PythonDispatchMode\n    aten::neg\naten::add"
+    )
+    assert prof.counts() == {"aten::add": 2, "PythonDispatchMode": 2, "aten::neg": 2}
+    assert [e.name for e in prof.events() if e.cpu_time_total < 0] == []
+    assert not observers.active
