@@ -517,7 +517,12 @@ def test_the_explorer_shows_a_mode_as_python_tls_snapshot_then_autograd_then_pyt
     )
     assert "PythonTLSSnapshot -> AutogradCPU -> Python -> CPU" in explorer.text()
     assert 'title="bit 56: PythonTLSSnapshot"' in explorer.html()
+    failed = explain_call(guards=["TorchDispatchMode"], registrations=["Autograd"])  # no CPU kernel
+    assert failed["chain"] == ["PythonTLSSnapshot", "AutogradCPU", "Python", "CPU"] and failed["error"]
     assert repr(lab.tls_include_set()) == "DispatchKeySet(BackendSelect, ADInplaceOrView)"  # the mode exited
+    from labsupport.c10.torch_dispatch_mode_tls import stack_len
+
+    assert stack_len() == 0
 
 
 @pytest.mark.torch
