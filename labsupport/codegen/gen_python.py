@@ -83,12 +83,28 @@ def _binding(
     ]
     if params:
         lines.append(f"    args = _given({', '.join(params)}) + args  # the call as it was made, for the parser\n")
-    lines.append(f"    r = {var}.parse(args, kwargs)\n")
+    if method:
+        lines.append(f"    r = {var}.parse(args, kwargs, self)\n")
+    else:
+        lines.append(f"    r = {var}.parse(args, kwargs)\n")
+    lines += _torch_function_check(name, method=method)
     for index, f in enumerate(overloads):
         lines += _overload_call(reg, f, index, method=method, counts=counts)
     if deprecated is not None:
         lines += deprecated[1](len(overloads))
     return "".join(lines)
+
+
+def _torch_function_check(name: str, *, method: bool) -> list[str]:
+    """``if(_r.has_torch_function()) return handle_torch_function(...)``: an overloaded argument (a
+    Tensor subclass or other object with ``__torch_function__``) or an active TorchFunctionMode hands
+    the call, as it was made, to Python (labsupport/overrides.py)."""
+    call_args = "(self,) + args" if method else "args"
+    module = "torch.Tensor" if method else "torch"
+    return [
+        "    if r.overloaded_args or _torch_function_mode_enabled():  # __torch_function__\n",
+        f'        return _handle_torch_function(r.overloaded_args, {name}, {call_args}, kwargs, "{module}")\n',
+    ]
 
 
 def _deprecated_alpha_overload(reg: OpsRegistry, f: NativeFunction, *, method: bool):
@@ -148,7 +164,9 @@ def _fast_path(f: NativeFunction, *, method: bool, counts: dict[str, int]) -> li
     if not required or any(not a.type.is_tensor for a in required) or f.is_factory:
         return []
     names = fast_path_params(f, method=method)
-    checks = " and ".join(f"type({n}) is Tensor" for n in names)
+    # _FastTensor is the Tensor class, or None while a TorchFunctionMode is on (labsupport/overrides.py):
+    # a subclass, or any call under a mode, takes the slow path, which checks for __torch_function__.
+    checks = " and ".join(f"type({n}) is _FastTensor" for n in (["self"] if method else []) + names)
     values = []
     position = 0
     for a in f.func.arguments:
@@ -218,13 +236,18 @@ def gen_python_torch_functions(reg: OpsRegistry, source: str) -> str:
         "from .python_variable_methods import _NO_ARG, Tensor, _given, scalar_to_tensor\n"
         "from labsupport.aten.tensor import TensorBase\n"
         "from labsupport.c10.tls import AutoDispatchBelowADInplaceOrView\n"
+        "from labsupport.overrides import _is_torch_function_mode_enabled as _torch_function_mode_enabled\n"
+        "from labsupport.overrides import handle_binding_torch_function as _handle_torch_function\n"
+        "from labsupport.overrides import register_fast_path_module\n"
         "from labsupport.utils.python_arg_parser import PythonArgParser\n"
+        "\n_FastTensor = Tensor  # the fast path's type test; None while a TorchFunctionMode is on\n"
     )
     names = []
     for name, overloads in _overloads(reg, "function").items():
         parts.append(_binding(reg, name, overloads, method=False, counts=counts))
         names.append(name)
     parts.append("\n\n__all__ = [\n" + "".join(f'    "{n}",\n' for n in names) + "]\n")
+    parts.append("\nregister_fast_path_module(globals())\n")
     return "".join(parts)
 
 
@@ -237,6 +260,10 @@ def gen_python_variable_methods(reg: OpsRegistry, source: str) -> str:
         "from labsupport.aten.scalar_tensor import wrapped_scalar_tensor\n"
         "from labsupport.aten.tensor import TensorBase\n"
         "from labsupport.autograd.engine import backward as _run_backward\n"
+        "from labsupport.overrides import _is_torch_function_mode_enabled as _torch_function_mode_enabled\n"
+        "from labsupport.overrides import handle_binding_torch_function as _handle_torch_function\n"
+        "from labsupport.overrides import handle_torch_function, has_torch_function_unary\n"
+        "from labsupport.overrides import register_fast_path_module, tensor_torch_function\n"
         "from labsupport.utils.python_arg_parser import PythonArgParser\n"
         + GIVEN_HELPERS
     )
@@ -251,13 +278,30 @@ def gen_python_variable_methods(reg: OpsRegistry, source: str) -> str:
         '    """torch.Tensor: what Python code holds. Its methods parse Python arguments and call the\n'
         '    C++ API methods of TensorBody (at::Tensor)."""\n\n'
         "    __slots__ = ()\n\n"
+        "    # torch/_tensor.py Tensor.__torch_function__: run the function, rewrap results in the subclass\n"
+        "    __torch_function__ = classmethod(tensor_torch_function)\n\n"
         "    def backward(self, gradient=None):\n"
-        '        """Tensor.backward: run the autograd engine from this tensor."""\n'
-        "        _run_backward(self, gradient)\n"
+        '        """Tensor.backward: run the autograd engine from this tensor (torch/_tensor.py)."""\n'
+        "        if type(self) is not Tensor and has_torch_function_unary(self) or _torch_function_mode_enabled():\n"
+        "            return handle_torch_function(Tensor.backward, (self,), self, gradient=gradient)\n"
+        "        _run_backward(self, gradient)\n\n"
+        "    def as_subclass(self, cls):\n"
+        '        """THPVariable_as_subclass (python_variable.cpp): the same tensor (data, key set, version\n'
+        "        counter, autograd history) seen through another Tensor subclass. PyTorch makes a new\n"
+        '        TensorImpl with ``alias()``; the lab copies every field onto a new ``cls`` object."""\n'
+        "        if not (isinstance(cls, type) and issubclass(cls, Tensor)):\n"
+        '            raise TypeError(f"as_subclass(): argument \'cls\' must be a subclass of torch.Tensor, not {cls!r}")\n'
+        "        result = cls._make(self._data, self._sizes, self._dtype, self._device)\n"
+        "        for klass in type(self).__mro__:\n"
+        '            for slot in vars(klass).get("__slots__", ()):\n'
+        '                if slot != "__weakref__" and hasattr(self, slot):\n'
+        "                    setattr(result, slot, getattr(self, slot))\n"
+        "        return result\n"
         "\n\ndef scalar_to_tensor(value):\n"
         '    """A Python number as a 0-dim "wrapped number" tensor (lowest type-promotion priority)."""\n'
         "    return wrapped_scalar_tensor(value, Tensor)\n"
     )
+    parts.append("\n\n_FastTensor = Tensor  # the fast path's type test; None while a TorchFunctionMode is on\n")
     parts.extend(body)
     attach = ["\n\n# Attach the bindings (PyTorch's method table, variable_methods[]).\n"]
     for name in methods:
@@ -268,10 +312,13 @@ def gen_python_variable_methods(reg: OpsRegistry, source: str) -> str:
     if "sub" in _overloads(reg, "function") or "sub" in methods:
         attach.append(
             "\n\ndef __rsub__(self, other):\n"
-            '    """other - self (torch.rsub)."""\n'
+            '    """other - self (torch.rsub; torch/_tensor.py, where it checks for __torch_function__)."""\n'
+            "    if type(self) is not Tensor and has_torch_function_unary(self) or _torch_function_mode_enabled():\n"
+            "        return handle_torch_function(Tensor.__rsub__, (self, other), self, other)\n"
             "    other = other if isinstance(other, TensorBase) else scalar_to_tensor(other)\n"
             "    return TensorBody.sub(other, self)\n\n\n"
             "Tensor.__rsub__ = __rsub__\n"
         )
     parts.extend(attach)
+    parts.append("\nregister_fast_path_module(globals())\n")
     return "".join(parts)
