@@ -40,6 +40,7 @@ __all__ = [
     "DisableTorchFunction", "DisableTorchFunctionSubclass", "TorchFunctionMode", "enable_torch_function_mode",
     "get_default_nowrap_functions", "handle_torch_function", "has_torch_function", "has_torch_function_unary",
     "has_torch_function_variadic", "is_torch_function_enabled", "register_fast_path_module",
+    "collect_overloaded", "handle_binding_torch_function", "plain_tensor_types", "tensor_torch_function",
 ]  # fmt: skip
 
 # at::impl::TorchFunctionDisabledState
@@ -187,7 +188,7 @@ def _dispatch(overloaded: list[Any], func: Callable[..., Any], args: tuple, kwar
             return result
         tried.append(f"  - mode object {mode!r}")
     for arg in overloaded:
-        handler = getattr(type(arg), "__torch_function__")
+        handler = type(arg).__torch_function__
         if not hasattr(handler, "__self__"):  # a plain method: PyTorch warns and binds it to the instance
             handler = handler.__get__(arg, type(arg))
         result = handler(func, types, args, kwargs)
@@ -256,10 +257,14 @@ def _is_disabled_impl(tp: type) -> bool:
 
 
 def _resolve_name(func: Callable[..., Any]) -> str:
+    """``torch.overrides.resolve_name``: ``torch.add``, ``torch.Tensor.add``, ``torch.Tensor.backward``."""
     qualname = getattr(func, "__qualname__", getattr(func, "__name__", repr(func)))
-    if "." in qualname:
+    module = getattr(func, "__module__", None) or ""
+    if module.endswith(".python_variable_methods") and not qualname.startswith("Tensor."):
+        return f"torch.Tensor.{qualname}"  # a method binding, defined at module level then attached
+    if module.endswith((".python_torch_functions", ".python_variable_methods")):
         return f"torch.{qualname}"
-    return f"{getattr(func, '__module__', None) or 'torch'}.{qualname}".replace("labsupport.", "")
+    return f"{module}.{qualname}"
 
 
 def get_default_nowrap_functions() -> set[Callable[..., Any]]:
