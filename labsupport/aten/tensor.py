@@ -349,11 +349,16 @@ class TensorBase:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "__init__" in vars(cls) or "__new__" in vars(cls):
-            raise TypeError(
-                f"{cls.__name__}: tensor classes must not define __init__ or __new__; tensors are made "
-                f"with {cls.__name__}._make(data, sizes, dtype, device) (make_tensor), which calls cls()"
-            )
+        own = vars(cls)
+        if "__init__" in own or "__new__" in own or "__torch_dispatch__" in own:
+            # A user's tensor subclass (``class MyT(torch.Tensor)`` whose __new__ calls _make_subclass or
+            # _make_wrapper_subclass). Kernels make outputs with type(t)._make, which calls cls(): here it
+            # makes a tensor of the nearest lab class instead, as PyTorch's kernels return torch.Tensor.
+            plain = next(c for c in cls.__mro__ if issubclass(c, TensorBase) and "_user_subclass" not in vars(c))
+            cls._user_subclass = True
+            cls._make = classmethod(lambda _cls, *args, **kw: make_tensor(plain, *args, **kw))  # type: ignore[assignment]
+        if "__torch_dispatch__" in own:
+            from labsupport.aten import python_fallback_kernel  # noqa: F401 -- installs the Python key's fallbacks
 
     @property
     def _wrapped_number(self) -> bool:
@@ -536,6 +541,70 @@ class TensorBase:
         from labsupport.aten.tensor_str import tensor_repr
 
         return tensor_repr(self)
+
+    # -- tensor subclasses and the Python key (torch/csrc/autograd/python_variable.cpp) --
+
+    @classmethod
+    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        """``torch._C._disabled_torch_dispatch_impl``: a class that does not override this has no
+        ``__torch_dispatch__``; called directly, it runs ``func`` with the Python keys excluded."""
+        from labsupport.c10.dispatch_key_set import DispatchKeySet
+        from labsupport.c10.tls import ExcludeDispatchKeyGuard
+        from labsupport.c10.torch_dispatch_mode_tls import PYTHON_KEYS
+
+        with ExcludeDispatchKeyGuard(DispatchKeySet.from_raw(PYTHON_KEYS)):
+            return func(*args, **(kwargs or {}))
+
+    @staticmethod
+    def _make_subclass(cls: type, data: TensorBase, require_grad: bool = False,
+                       dispatch_sizes_strides_policy: Any = None, dispatch_device: bool = False,
+                       dispatch_layout: bool = False) -> Any:  # fmt: skip
+        """``Tensor._make_subclass``: a ``cls`` tensor sharing ``data``'s storage and version counter
+        (a detached alias). With its own ``__torch_dispatch__`` it carries ``Python`` and
+        ``PythonTLSSnapshot`` on top of ``data``'s keys."""
+        from labsupport.aten.python_fallback_kernel import has_torch_dispatch
+        from labsupport.c10.torch_dispatch_mode_tls import PYTHON_KEYS
+
+        t = object.__new__(cls)
+        t._data, t._sizes, t._dtype, t._device = data._data, data._sizes, data._dtype, data._device
+        t._tkey = data._tkey & ~1
+        t._ks = data._ks | PYTHON_KEYS if has_torch_dispatch(cls) else data._ks
+        t._vc = data._version_counter
+        t.requires_grad = False
+        t.grad = t.grad_fn = None
+        t._output_nr = 0
+        if require_grad:
+            t.requires_grad_(True)
+        return t
+
+    @staticmethod
+    def _make_wrapper_subclass(cls: type, size: Any, strides: Any = None, storage_offset: Any = None,
+                               memory_format: Any = None, dtype: Any = None, layout: Any = None, device: Any = None,
+                               pin_memory: bool = False, requires_grad: bool = False,
+                               dispatch_sizes_strides_policy: Any = None, dispatch_device: bool = False,
+                               dispatch_layout: bool = False, _extra_dispatch_keys: Any = None,
+                               storage_size: Any = None) -> Any:  # fmt: skip
+        """``Tensor._make_wrapper_subclass``: a ``cls`` tensor with sizes, dtype and device but no data
+        of its own (its ``__torch_dispatch__`` holds the real tensors). Its key set is the device's
+        plus ``Python`` and ``PythonTLSSnapshot``. The lab keeps no strides (tensors are contiguous)."""
+        from labsupport.aten.python_fallback_kernel import has_torch_dispatch
+        from labsupport.c10.torch_dispatch_mode_tls import PYTHON_KEYS
+
+        if not has_torch_dispatch(cls):
+            raise TypeError(f"{cls.__name__} must define __torch_dispatch__")
+        dt = dtype if dtype is not None else dtypes.get_default_dtype()
+        dev = tensor_device(device)
+        t = object.__new__(cls)
+        t._data, t._sizes, t._dtype, t._device = None, tuple(int(n) for n in size), dt, dev
+        t._tkey = dt._code + dev._code
+        t._ks = (dev._ks_inference if _inference_mode_enabled else dev._ks) | PYTHON_KEYS
+        t._vc = None
+        t.requires_grad = False
+        t.grad = t.grad_fn = None
+        t._output_nr = 0
+        if requires_grad:
+            t.requires_grad_(True)
+        return t
 
 
 # --- torch.tensor(data) inference (torch/csrc/utils/tensor_new.cpp) ------------------------------

@@ -17,9 +17,13 @@ What each lab fallback does:
   until ``labsupport.functorch`` provides the DynamicLayer fallbacks and the vmap for-loop fallback
   (``provide_fallback_kernel("functorch_front", ...)`` and so on), as the autograd layer does.
 * Meta: raises, because an operator with no Meta kernel cannot compute output shapes.
+* Python and PythonTLSSnapshot: ``labsupport.aten.python_fallback_kernel`` provides ``pythonFallback``
+  (kind "python": hand the call to the innermost ``__torch_dispatch__`` mode or tensor subclass) and
+  ``pythonTLSSnapshotFallback`` (kind "python_tls_snapshot": remember the TLS on entry) when imported;
+  until then both only step past their key. PreDispatch stays a pass-through, as in PyTorch.
 * Tracer: ``labsupport.jit`` provides ``general_trace_function`` (kind "tracer") when imported; until
   then the slot only steps past Tracer (nothing traces without labsupport.jit).
-* the others (Python, Functionalize, Conjugate, Tracer, Batched, ...) stand for machinery the lab
+* the others (Functionalize, Conjugate, Tracer, Batched, ...) stand for machinery the lab
   does not model; each one only steps past its own key and redispatches, which is also what the real
   ones do when their feature is not in use.
 """
@@ -44,7 +48,7 @@ ATEN = "aten/src/ATen/"
 BACKEND_FALLBACKS: tuple[tuple[str, str, str], ...] = (
     ("Meta", ATEN + "core/MetaFallbackKernel.cpp:23", "meta"),
     ("BackendSelect", ATEN + "core/BackendSelectFallbackKernel.cpp:3", "fallthrough"),
-    ("Python", ATEN + "core/PythonFallbackKernel.cpp:192", "pass"),
+    ("Python", ATEN + "core/PythonFallbackKernel.cpp:192", "python"),
     ("FuncTorchDynamicLayerBackMode", ATEN + "functorch/DynamicLayer.cpp:479", "functorch_back"),
     ("Functionalize", ATEN + "FunctionalizeFallbackKernel.cpp:411", "pass"),
     ("Conjugate", ATEN + "ConjugateFallback.cpp:17", "pass"),
@@ -76,8 +80,10 @@ BACKEND_FALLBACKS: tuple[tuple[str, str, str], ...] = (
     ("Batched", ATEN + "LegacyBatchingRegistrations.cpp:1072", "pass"),
     ("VmapMode", ATEN + "VmapModeRegistrations.cpp:32", "fallthrough"),
     ("FuncTorchGradWrapper", ATEN + "functorch/TensorWrapper.cpp:210", "pass"),
-    ("PythonTLSSnapshot", ATEN + "core/PythonFallbackKernel.cpp:200", "pass"),
+    ("PythonTLSSnapshot", ATEN + "core/PythonFallbackKernel.cpp:200", "python_tls_snapshot"),
     ("FuncTorchDynamicLayerFrontMode", ATEN + "functorch/DynamicLayer.cpp:475", "functorch_front"),
+    # preDispatchFallback: a real (non-fallthrough) kernel that only redispatches, so that pre-dispatch
+    # export tracing can put a Python kernel on the PreDispatch key; the lab keeps it a pass-through.
     ("PreDispatch", ATEN + "core/PythonFallbackKernel.cpp:204", "pass"),
     ("PythonDispatcher", ATEN + "core/PythonFallbackKernel.cpp:196", "pass"),
 )
