@@ -20,13 +20,19 @@ import labsupport.torch as lab_torch
 def api(request):
     """``api.torch`` and ``api.overrides`` for the lab or for PyTorch 2.13 (skipped without it)."""
     if request.param == "lab":
+        from labsupport.utils import _python_dispatch
+
         return SimpleNamespace(name="lab", torch=lab_torch, overrides=lab_overrides,
-                               disable_subclass=lab_overrides.DisableTorchFunctionSubclass)
+                               disable_subclass=lab_overrides.DisableTorchFunctionSubclass,
+                               python_dispatch=_python_dispatch)
+    import importlib
+
     from claims import torch_213
 
     torch = torch_213()
     return SimpleNamespace(name="torch", torch=torch, overrides=torch.overrides,
-                           disable_subclass=torch._C.DisableTorchFunctionSubclass)
+                           disable_subclass=torch._C.DisableTorchFunctionSubclass,
+                           python_dispatch=importlib.import_module("torch.utils._python_dispatch"))
 
 
 # --- programs: name -> fn(torch, a, b) -------------------------------------------------------------
@@ -377,3 +383,93 @@ def test_mode_not_implemented_error(api):
 def test_bad_argument_still_a_type_error(api):
     with pytest.raises(TypeError, match=r"add\(\): argument 'input' \(position 1\) must be Tensor, not str"):
         api.torch.add("x", api.torch.ones(1))
+
+
+# --- both hooks: __torch_function__ first, at the binding; __torch_dispatch__ later, below autograd --
+
+def _dispatch_mode(api, log):
+    class TD(api.python_dispatch.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            log.append(f"TD {func}")
+            return func(*args, **(kwargs or {}))
+
+    return TD()
+
+
+@pytest.mark.parametrize("function_mode_outside", [True, False])
+def test_function_hook_runs_before_dispatch_hook_whatever_the_order(api, function_mode_outside):
+    torch = api.torch
+    log: list = []
+    a, b = torch.ones(2, requires_grad=True), torch.ones(2)
+    tf, td = _named_mode(api, "TF", log), _dispatch_mode(api, log)
+    outer, inner = (tf, td) if function_mode_outside else (td, tf)
+    with outer, inner:
+        torch.add(a, b)
+    assert log == ["TF add []", "TD aten.add.Tensor"]
+
+
+def test_subclass_with_both_hooks(api):
+    """A wrapper subclass with both hooks: its __torch_function__ sees ``add``, its
+    __torch_dispatch__ then sees ``aten.add.Tensor``; the result stays the subclass."""
+    torch = api.torch
+    log: list = []
+    disable = api.disable_subclass
+
+    class Both(torch.Tensor):
+        @staticmethod
+        def __new__(cls, elem):
+            return torch.Tensor._make_wrapper_subclass(cls, elem.shape, dtype=elem.dtype, device=elem.device)
+
+        def __init__(self, elem):
+            self.elem = elem
+
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            log.append(f"TF {func.__name__}")
+            with disable():
+                return func(*args, **(kwargs or {}))
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            log.append(f"TD {func}")
+            out = func(*[x.elem if isinstance(x, Both) else x for x in args], **(kwargs or {}))
+            return Both(out)
+
+    x, b = Both(torch.ones(2)), torch.ones(2)
+    r = torch.add(x, b)
+    assert log == ["TF add", "TD aten.add.Tensor"] and type(r) is Both
+    log.clear()
+    r = x * 2
+    assert log == ["TF mul", "TD aten.mul.Tensor"] and type(r) is Both
+
+
+def test_subclass_function_hook_then_dispatch_mode(api):
+    torch = api.torch
+    log: list = []
+
+    class Sub(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            log.append(f"Sub {func.__name__}")
+            return super().__torch_function__(func, types, args, kwargs)
+
+    s, b = torch.ones(2).as_subclass(Sub), torch.ones(2)
+    with _dispatch_mode(api, log):
+        r = torch.add(s, b)
+    assert log == ["Sub add", "TD aten.add.Tensor"] and type(r) is Sub
+
+
+def test_as_subclass_to_a_dispatch_class_adds_the_python_keys(api):
+    torch = api.torch
+
+    class W(torch.Tensor):
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    keys = torch._C._dispatch_keys(torch.ones(1).as_subclass(W)) if api.name == "torch" else None
+    if api.name == "lab":
+        import labsupport as lab
+
+        keys = lab.dispatch_keys(torch.ones(1).as_subclass(W))
+    assert "Python" in str(keys) and "PythonTLSSnapshot" in str(keys)

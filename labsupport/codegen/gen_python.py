@@ -264,6 +264,7 @@ def gen_python_variable_methods(reg: OpsRegistry, source: str) -> str:
         "from labsupport.overrides import handle_binding_torch_function as _handle_torch_function\n"
         "from labsupport.overrides import handle_torch_function, has_torch_function_unary\n"
         "from labsupport.overrides import register_fast_path_module, tensor_torch_function\n"
+
         "from labsupport.utils.python_arg_parser import PythonArgParser\n"
         + GIVEN_HELPERS
     )
@@ -288,14 +289,21 @@ def gen_python_variable_methods(reg: OpsRegistry, source: str) -> str:
         "    def as_subclass(self, cls):\n"
         '        """THPVariable_as_subclass (python_variable.cpp): the same tensor (data, key set, version\n'
         "        counter, autograd history) seen through another Tensor subclass. PyTorch makes a new\n"
-        '        TensorImpl with ``alias()``; the lab copies every field onto a new ``cls`` object."""\n'
+        "        TensorImpl with ``alias()`` and records an AliasBackward0 node; the lab copies every field\n"
+        "        onto a new ``cls`` object, sharing the producer's node. A class with ``__torch_dispatch__``\n"
+        '        gets the Python keys, as THPVariable_NewWithVar gives them."""\n'
         "        if not (isinstance(cls, type) and issubclass(cls, Tensor)):\n"
         '            raise TypeError(f"as_subclass(): argument \'cls\' must be a subclass of torch.Tensor, not {cls!r}")\n'
-        "        result = cls._make(self._data, self._sizes, self._dtype, self._device)\n"
+        "        result = object.__new__(cls)\n"
         "        for klass in type(self).__mro__:\n"
         '            for slot in vars(klass).get("__slots__", ()):\n'
         '                if slot != "__weakref__" and hasattr(self, slot):\n'
         "                    setattr(result, slot, getattr(self, slot))\n"
+        "        if \"__torch_dispatch__\" in vars(cls) or getattr(cls, \"_user_subclass\", False):\n"
+        "            from labsupport.aten.python_fallback_kernel import has_torch_dispatch\n"
+        "            from labsupport.c10.torch_dispatch_mode_tls import PYTHON_KEYS\n\n"
+        "            if has_torch_dispatch(cls):\n"
+        "                result._ks |= PYTHON_KEYS\n"
         "        return result\n"
         "\n\ndef scalar_to_tensor(value):\n"
         '    """A Python number as a 0-dim "wrapped number" tensor (lowest type-promotion priority)."""\n'
