@@ -131,7 +131,9 @@ def _has_torch_function_attr(obj: Any) -> bool:
     """The object's type defines a ``__torch_function__`` that is not the disabled one, and is not a
     plain Tensor class (whose default would only call the function)."""
     tp = type(obj)
-    if tp in plain_tensor_types:
+    if tp in plain_tensor_types or getattr(tp, "_is_batched_class", False):
+        # functorch's BatchedTensor classes stand for a C++ TensorImpl (BatchedTensorImpl), whose
+        # Python type in PyTorch is torch.Tensor itself: never overloaded
         return False
     impl = getattr(tp, "__torch_function__", None)
     if impl is None:

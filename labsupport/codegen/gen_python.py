@@ -233,21 +233,20 @@ def gen_python_torch_functions(reg: OpsRegistry, source: str) -> str:
     parts = [header("Python bindings of the torch.* functions: torch.add(...)", "torch/csrc/autograd/generated/python_torch_functions_*.cpp", source)]
     parts.append(
         "from . import _ops, functions\n"
-        "from .python_variable_methods import _NO_ARG, Tensor, _given, scalar_to_tensor\n"
+        "from .python_variable_methods import _NO_ARG, Tensor, _given, _handle_torch_function, _torch_function_mode_enabled, register_fast_path_module, scalar_to_tensor  # noqa: E501\n"
         "from labsupport.aten.tensor import TensorBase\n"
         "from labsupport.c10.tls import AutoDispatchBelowADInplaceOrView\n"
-        "from labsupport.overrides import _is_torch_function_mode_enabled as _torch_function_mode_enabled\n"
-        "from labsupport.overrides import handle_binding_torch_function as _handle_torch_function\n"
-        "from labsupport.overrides import register_fast_path_module\n"
         "from labsupport.utils.python_arg_parser import PythonArgParser\n"
-        "\n_FastTensor = Tensor  # the fast path's type test; None while a TorchFunctionMode is on\n"
     )
     names = []
     for name, overloads in _overloads(reg, "function").items():
         parts.append(_binding(reg, name, overloads, method=False, counts=counts))
         names.append(name)
     parts.append("\n\n__all__ = [\n" + "".join(f'    "{n}",\n' for n in names) + "]\n")
-    parts.append("\nregister_fast_path_module(globals())\n")
+    parts.append(
+        "\n_FastTensor = Tensor  # the fast path's type test; None while a TorchFunctionMode is on\n"
+        "register_fast_path_module(globals())  # labsupport/overrides.py rebinds _FastTensor\n"
+    )
     return "".join(parts)
 
 
