@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -192,6 +193,7 @@ def _dispatch(overloaded: list[Any], func: Callable[..., Any], args: tuple, kwar
     for arg in overloaded:
         handler = type(arg).__torch_function__
         if not hasattr(handler, "__self__"):  # a plain method: PyTorch warns and binds it to the instance
+            _warn_plain_method(binding)
             handler = handler.__get__(arg, type(arg))
         result = handler(func, types, args, kwargs)
         if result is not NotImplemented:
@@ -206,6 +208,28 @@ def _dispatch(overloaded: list[Any], func: Callable[..., Any], args: tuple, kwar
     raise TypeError(
         f"no implementation found for '{name}' on types that implement __torch_function__: "
         f"{[type(arg) for arg in overloaded]}"
+    )
+
+
+_plain_method_warned = False
+
+
+def _warn_plain_method(binding: bool) -> None:
+    """PyTorch's warning for ``def __torch_function__(self, ...)``: from a binding a UserWarning once
+    per process (TORCH_WARN_ONCE, python_arg_parser.cpp), from torch/overrides.py a DeprecationWarning
+    every time (its text lacks a closing backtick, as in 2.13)."""
+    global _plain_method_warned
+    if binding:
+        if not _plain_method_warned:
+            _plain_method_warned = True
+            warnings.warn(
+                "Defining your `__torch_function__` as a plain method is deprecated and will be an error in "
+                "future, please define it as a classmethod.", UserWarning, stacklevel=5,
+            )
+        return
+    warnings.warn(
+        "Defining your `__torch_function__ as a plain method is deprecated and will be an error in future, "
+        "please define it as a classmethod.", DeprecationWarning, stacklevel=5,
     )
 
 

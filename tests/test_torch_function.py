@@ -473,3 +473,30 @@ def test_as_subclass_to_a_dispatch_class_adds_the_python_keys(api):
 
         keys = lab.dispatch_keys(torch.ones(1).as_subclass(W))
     assert "Python" in str(keys) and "PythonTLSSnapshot" in str(keys)
+
+
+def test_plain_method_warning(api, monkeypatch):
+    """``def __torch_function__(self, ...)`` still works, with PyTorch's deprecation warning: a
+    UserWarning once per process from a binding, a DeprecationWarning from handle_torch_function."""
+    import warnings
+
+    torch = api.torch
+
+    class Duck:
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return "duck"
+
+    message = "as a plain method is deprecated and will be an error in future, please define it as a classmethod."
+    if api.name == "lab":
+        monkeypatch.setattr(lab_overrides, "_plain_method_warned", False)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert torch.add(Duck(), torch.ones(1)) == "duck"
+            assert torch.add(Duck(), torch.ones(1)) == "duck"
+        assert [(w.category, message in str(w.message)) for w in caught] == [(UserWarning, True)]
+        assert str(caught[0].message).startswith("Defining your `__torch_function__` as a plain")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert api.overrides.handle_torch_function(torch.add, (Duck(),), Duck()) == "duck"
+    assert [w.category for w in caught] == [DeprecationWarning]
+    assert str(caught[0].message) == "Defining your `__torch_function__ " + message
