@@ -214,6 +214,32 @@ def test_python_keys_on_tensor_and_tls(torch_ref):
         assert str(lab.tls_include_set()) == include
 
 
+@claim("nb11.reentrant_dispatch_snapshot")
+def test_reentrant_dispatch_restores_the_snapshot(torch_ref):
+    pd = dispatch_module(torch_ref)
+    C = torch_ref._C
+    seen = {}
+
+    class Peek(pd.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen["handler"] = C._dispatch_tls_is_dispatch_key_excluded(C.DispatchKey.AutogradFunctionality)
+            with torch_ref.overrides.enable_reentrant_dispatch():
+                seen["include"] = str(C._dispatch_tls_local_include_set())
+                seen["reentrant"] = C._dispatch_tls_is_dispatch_key_excluded(C.DispatchKey.AutogradFunctionality)
+            return func(*args, **(kwargs or {}))
+
+    a = torch_ref.ones(2, requires_grad=True)
+    with Peek():
+        include_on_entry = str(C._dispatch_tls_local_include_set())
+        torch_ref.add(a, a)
+    assert seen == {"handler": True, "include": include_on_entry, "reentrant": False}
+    import inspect
+
+    import torch.overrides
+
+    assert "_RestorePythonTLSSnapshot" in inspect.getsource(torch.overrides.enable_reentrant_dispatch)
+
+
 @claim("nb11.inside_handler_tls")
 def test_inside_handler_tls(torch_ref):
     pd = dispatch_module(torch_ref)
