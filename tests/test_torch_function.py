@@ -359,6 +359,12 @@ def test_all_not_implemented_error(api):
     with pytest.raises(TypeError) as e:
         a.sum()
     assert str(e.value) == NOT_IMPLEMENTED.format(name="torch.Tensor.sum", lines=lines)
+    # the operators turn the TypeError into NotImplemented (TypeError_to_NotImplemented_), so Python
+    # tries the other operand and then gives its own message
+    with pytest.raises(TypeError, match=r"^unsupported operand type\(s\) for \+: 'NI' and 'Tensor'$"):
+        a + b
+    with pytest.raises(TypeError, match=r"^unsupported operand type\(s\) for \*: 'Tensor' and 'NI'$"):
+        b * a
     with pytest.raises(TypeError) as e:
         api.overrides.handle_torch_function(torch.add, (a,), a, b)
     assert str(e.value) == f"no implementation found for 'torch.add' on types that implement __torch_function__: [{NI}]"
@@ -500,3 +506,13 @@ def test_plain_method_warning(api, monkeypatch):
         assert api.overrides.handle_torch_function(torch.add, (Duck(),), Duck()) == "duck"
     assert [w.category for w in caught] == [DeprecationWarning]
     assert str(caught[0].message) == "Defining your `__torch_function__ " + message
+
+
+@pytest.mark.parametrize("expr", ['t + "x"', '"x" + t', 't - "x"', '"x" - t', 't += "x"', "t + None", "t - [1.0, 2.0]"])
+def test_operators_turn_type_errors_into_not_implemented(api, expr):
+    """``t + "x"`` is Python's "unsupported operand" error, not the binding's argument error."""
+    t = api.torch.ones(2)
+    with pytest.raises(TypeError) as e:
+        exec(expr, {"t": t})
+    assert str(e.value).startswith(("unsupported operand type(s)", "can only concatenate str"))
+    assert "Tensor" in str(e.value) and "argument" not in str(e.value)

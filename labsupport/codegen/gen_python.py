@@ -29,6 +29,31 @@ DUNDERS = {
 }  # fmt: skip
 
 
+# Dunders bound to the method itself; the others go through TypeError_to_NotImplemented_.
+UNWRAPPED_DUNDERS = ("__neg__",)
+
+
+def _dunder_binding(dunder: str, target: str, f: NativeFunction, counts: dict[str, int]) -> str:
+    """``Tensor.__add__``: PyTorch binds ``TypeError_to_NotImplemented_<THPVariable_add>``, so a
+    TypeError (an operand it cannot take, or every ``__torch_function__`` refusing) becomes
+    NotImplemented and Python tries the other operand, then says "unsupported operand type(s)". The
+    common call keeps the method's fast path; everything else goes through the method binding."""
+    fast = _fast_path(f, method=True, counts=counts)
+    params = fast_path_params(f, method=True) if fast else []
+    head = ", ".join(["self"] + [f"{p}=_NO_ARG" for p in params])
+    head = f"{head}, /, *args, **kwargs" if params else "self, *args, **kwargs"
+    given = f"*_given({', '.join(params)}), " if params else ""
+    return (
+        f"\n\ndef {dunder}({head}):\n"
+        f'    """Tensor.{dunder}: TypeError_to_NotImplemented_<THPVariable_{target}> (python_variable_methods.cpp)."""\n'
+        + "".join(fast)
+        + "    try:\n"
+        + f"        return {target}(self, {given}*args, **kwargs)\n"
+        + "    except TypeError:\n"
+        + "        return NotImplemented\n"
+    )
+
+
 def _out_sibling(reg: OpsRegistry, f: NativeFunction) -> NativeFunction | None:
     """The out= op that ``out=`` selects for a functional op (never for an in-place one)."""
     if f.func.is_inplace:
@@ -315,15 +340,23 @@ def gen_python_variable_methods(reg: OpsRegistry, source: str) -> str:
         attach.append(f"Tensor.{name} = {name}\n")
     for dunder, target in DUNDERS.items():
         if target in methods:
-            attach.append(f"Tensor.{dunder} = {target}\n")
+            if dunder in UNWRAPPED_DUNDERS:
+                attach.append(f"Tensor.{dunder} = {target}\n")
+            else:
+                parts.append(_dunder_binding(dunder, target, methods[target][0], counts))
+                attach.append(f"Tensor.{dunder} = {dunder}\n")
     if "sub" in _overloads(reg, "function") or "sub" in methods:
         attach.append(
             "\n\ndef __rsub__(self, other):\n"
-            '    """other - self (torch.rsub; torch/_tensor.py, where it checks for __torch_function__)."""\n'
-            "    if type(self) is not Tensor and has_torch_function_unary(self) or _torch_function_mode_enabled():\n"
-            "        return handle_torch_function(Tensor.__rsub__, (self, other), self, other)\n"
-            "    other = other if isinstance(other, TensorBase) else scalar_to_tensor(other)\n"
-            "    return TensorBody.sub(other, self)\n\n\n"
+            '    """other - self (torch.rsub; torch/_tensor.py, where it checks for __torch_function__ and\n'
+            '    turns a TypeError into NotImplemented)."""\n'
+            "    try:\n"
+            "        if type(self) is not Tensor and has_torch_function_unary(self) or _torch_function_mode_enabled():\n"
+            "            return handle_torch_function(Tensor.__rsub__, (self, other), self, other)\n"
+            "        other = other if isinstance(other, TensorBase) else scalar_to_tensor(other)\n"
+            "        return TensorBody.sub(other, self)\n"
+            "    except TypeError:\n"
+            "        return NotImplemented\n\n\n"
             "Tensor.__rsub__ = __rsub__\n"
         )
     parts.extend(attach)
