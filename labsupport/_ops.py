@@ -75,6 +75,9 @@ class OpOverload:
         self.__name__ = f"{packet.__name__}.{self._overloadname}"
         self.__qualname__ = self._name = op.full_name
         self.__module__ = f"torch._ops.{packet.namespace}"
+        schema_args = op.schema.arguments if op.schema is not None else ()
+        # Tensor parameters a Python number may be given for (a handler sees ``add_(x, 1)``'s 1 as an int)
+        self._tensor_params = tuple(i for i, a in enumerate(schema_args) if str(a.type) == "Tensor")
 
     _cache: weakref.WeakKeyDictionary[OperatorEntry, OpOverload] = weakref.WeakKeyDictionary()
 
@@ -98,12 +101,29 @@ class OpOverload:
         return f"<OpOverload(op='{self.overloadpacket}', overload='{self._overloadname}')>"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """``OpOverload.__call__``: bind the arguments to the schema and call through the dispatcher."""
-        return self._op(*args, **kwargs)
+        """``OpOverload.__call__``: bind the arguments to the schema and call through the dispatcher.
+
+        A Python number given for a Tensor parameter becomes a wrapped-number tensor, as PyTorch's
+        argument parser makes it (``__torch_dispatch__`` handlers receive such scalars as numbers)."""
+        op = self._op
+        bound = op.bind(args, kwargs)
+        for i in self._tensor_params:
+            value = bound[i]
+            if isinstance(value, (bool, int, float)):
+                bound = _with_wrapped_number(bound, i)
+        return op.dispatcher.call(op, op.dispatch_key_set_of(bound), *bound)
 
     def redispatch(self, ks: Any, *args: Any, **kwargs: Any) -> Any:
         """``OpOverload.redispatch``: call with a key set the caller computed."""
         return self._op.redispatch(ks, *self._op.bind(args, kwargs))
+
+
+def _with_wrapped_number(bound: tuple[Any, ...], index: int) -> tuple[Any, ...]:
+    from labsupport.aten.scalar_tensor import wrapped_scalar_tensor
+    from labsupport.aten.tensor import TensorBase
+
+    tensor_cls = next((type(v) for v in bound if isinstance(v, TensorBase)), TensorBase)
+    return (*bound[:index], wrapped_scalar_tensor(bound[index], tensor_cls), *bound[index + 1 :])
 
 
 _packets: dict[tuple[int, str], OpOverloadPacket] = {}

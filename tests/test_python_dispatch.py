@@ -380,3 +380,79 @@ def test_random_programs_under_a_pass_through_mode_give_the_same_values_and_grad
         with LoggingMode():
             moded = run()
         assert moded == plain, steps
+
+
+class Carrier(torch.Tensor):
+    """A subclass that carries data (``_make_subclass``) and keeps the plain tensor in ``elem``."""
+
+    log: list[str] = []
+
+    def __new__(cls, elem):
+        return torch.Tensor._make_subclass(cls, elem, elem.requires_grad)
+
+    def __init__(self, elem):
+        self.elem = elem
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        cls.log.append(str(func))
+
+        def unwrap(x):
+            return x.elem if isinstance(x, Carrier) else x
+
+        out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
+        return tree_map(lambda x: Carrier(x) if type(x) is torch.Tensor else x, out)
+
+
+def test_a_data_carrying_subclass_works_with_autograd_above_its_handler():
+    Carrier.log = []
+    x = Carrier(torch.tensor([1.0, 2.0, 3.0], requires_grad=True))
+    b = torch.tensor([0.5, 0.25, 2.0])
+    assert x.requires_grad and x.is_leaf
+    out = (x * b).sin().sum()
+    assert type(out) is Carrier and type(out.grad_fn).__name__ == "SumBackward0"
+    out.backward()
+    expected = [round(__import__("math").cos(v * w) * w, 5) for v, w in zip([1.0, 2.0, 3.0], [0.5, 0.25, 2.0])]
+    assert [round(v, 5) for v in x.grad.tolist()] == expected
+    # forward, then the backward formulas' calls on the saved Carrier tensors (SinBackward0, MulBackward0)
+    assert Carrier.log == ["aten.mul.Tensor", "aten.sin.default", "aten.sum.default", "aten.cos.default",
+                           "aten.mul.Tensor", "aten.mul.Tensor"]  # fmt: skip
+
+
+def test_a_wrapper_subclass_records_autograd_but_the_labs_engine_cannot_run_its_backward():
+    w = Wrapper(torch.tensor([1.0, 2.0], requires_grad=True))
+    assert w.requires_grad and w.is_leaf
+    out = (w * w).sum()
+    assert type(out) is Wrapper and out.requires_grad and type(out.grad_fn).__name__ == "SumBackward0"
+    with pytest.raises(NotImplementedError, match="Wrapper: the lab's autograd engine"):
+        out.backward()
+
+
+def test_observers_that_ask_for_record_function_scopes_see_python_dispatch_mode_and_python_subclass():
+    from labsupport.c10.dispatcher import observers
+
+    class Scopes:
+        def __init__(self):
+            self.events: list[tuple[str, bool]] = []
+
+        def on_enter(self, event):
+            self.events.append((event.op.full_name, event.redispatch))
+
+        def on_exit(self, event):
+            pass
+
+        def on_record_function(self, name, entering):
+            self.events.append((name, entering))
+
+    a, b = _ab(requires_grad=False)
+    scopes = Scopes()
+    observers.add(scopes)
+    try:
+        with LoggingMode():
+            torch.add(Wrapper(a), b)
+    finally:
+        observers.remove(scopes)
+    records = [e for e in scopes.events if e[0].startswith("Python")]
+    assert records == [("PythonDispatchMode", True), ("PythonSubclass", True), ("PythonSubclass", False),
+                       ("PythonDispatchMode", False)]  # fmt: skip
+    assert [e for e in scopes.events if e[0] == "aten::add.Tensor" and not e[1]] == [("aten::add.Tensor", False)] * 3

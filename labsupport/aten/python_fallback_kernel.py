@@ -33,6 +33,7 @@ from labsupport._ops import OpOverload
 from labsupport.c10.backend_fallbacks import provide_fallback_kernel
 from labsupport.c10.dispatch_key import DispatchKey
 from labsupport.c10.dispatch_key_set import FULL, DispatchKeySet
+from labsupport.c10.dispatcher import observers
 from labsupport.c10.kernel_function import push_outputs
 from labsupport.c10.operator_entry import OperatorEntry
 from labsupport.c10.schema import parse_default
@@ -88,8 +89,27 @@ def python_fallback(op: OperatorEntry, ks: DispatchKeySet, stack: list[Any]) -> 
         del stack[len(stack) - n:]
         args, kwargs = args_kwargs(op, arguments)
         overloaded = overloaded_args(arguments)
-        result = handle_torch_dispatch(OpOverload.of(op), overloaded, args, kwargs)
+        if observers.active:
+            result = _recorded(OpOverload.of(op), overloaded, args, kwargs)
+        else:
+            result = handle_torch_dispatch(OpOverload.of(op), overloaded, args, kwargs)
     push_outputs(op, stack, result)
+
+
+def _recorded(func: OpOverload, overloaded: list[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``handle_torch_dispatch`` inside a ``RECORD_FUNCTION`` scope, as PyTorch 2.13 opens one around the
+    handler: ``PythonDispatchMode`` when a mode handles the call, ``PythonSubclass`` otherwise (its
+    profiler shows them as rows of their own). Observers that want such scopes define
+    ``on_record_function(name, entering)``; the dispatch observers' other methods never see them."""
+    name = "PythonDispatchMode" if stack_len() else "PythonSubclass"
+    listeners = [item for item in observers.items if hasattr(item, "on_record_function")]
+    for listener in listeners:
+        listener.on_record_function(name, True)
+    try:
+        return handle_torch_dispatch(func, overloaded, args, kwargs)
+    finally:
+        for listener in reversed(listeners):
+            listener.on_record_function(name, False)
 
 
 def args_kwargs(op: OperatorEntry, arguments: list[Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -107,11 +127,19 @@ def args_kwargs(op: OperatorEntry, arguments: list[Any]) -> tuple[tuple[Any, ...
     while positional_end > 0 and _is_default(params[positional_end - 1], arguments[positional_end - 1]):
         positional_end -= 1
     kwargs = {
-        params[i].name: arguments[i]
+        params[i].name: _to_python(arguments[i])
         for i in range(kwarg_only_start, len(arguments))
         if not _is_default(params[i], arguments[i])
     }
-    return tuple(arguments[:positional_end]), kwargs
+    return tuple(_to_python(value) for value in arguments[:positional_end]), kwargs
+
+
+def _to_python(value: Any) -> Any:
+    """``toPyObject``: a wrapped-number tensor (a Python scalar the binding wrapped) goes back to Python
+    as the number it was."""
+    if getattr(value, "_tkey", 0) & 1 and value._data is not None:
+        return value._data.item()
+    return value
 
 
 def _is_default(param: Any, value: Any) -> bool:
@@ -177,6 +205,11 @@ def handle_torch_dispatch(
         if result is not NotImplemented:
             return result
         tried.append(f"  - tensor subclass {type(tensor)!r}")
+    if not tried:  # PyTorch: an internal assert ("no arguments had PyInterpreter")
+        raise RuntimeError(
+            f"{func}: hit the Python dispatch key, but no mode is active and no argument is a tensor subclass with "
+            "__torch_dispatch__ (lab: a tensor carries the Python key without a handler)"
+        )
     handlers = "\n".join(tried)
     raise TypeError(
         f"Multiple dispatch failed for '{func.__module__}.{func.__name__}'; all __torch_dispatch__ handlers "
@@ -207,6 +240,7 @@ def install() -> None:
 def register_frame_names(lab_rules: dict[str, Any]) -> None:
     """Tell lab.trace which PyTorch frame each function here stands for."""
     lab_rules.setdefault(__name__, FRAME_RULES)
+    lab_rules.setdefault("labsupport._ops", ((r"OpOverload\.__call__", "binding", "torch._ops.OpOverload.__call__"),))
 
 
 install()

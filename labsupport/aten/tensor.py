@@ -354,9 +354,21 @@ class TensorBase:
             # A user's tensor subclass (``class MyT(torch.Tensor)`` whose __new__ calls _make_subclass or
             # _make_wrapper_subclass). Kernels make outputs with type(t)._make, which calls cls(): here it
             # makes a tensor of the nearest lab class instead, as PyTorch's kernels return torch.Tensor.
-            plain = next(c for c in cls.__mro__ if issubclass(c, TensorBase) and "_user_subclass" not in vars(c))
+            plain = next(c for c in cls.__mro__[1:] if issubclass(c, TensorBase) and "_user_subclass" not in vars(c))
             cls._user_subclass = True
-            cls._make = classmethod(lambda _cls, *args, **kw: make_tensor(plain, *args, **kw))  # type: ignore[assignment]
+
+            def make_plain(_cls: type, data: Any, sizes: Any, dtype: DType, device: Device, *rest: Any) -> Any:
+                if data is None and device.type != "meta":
+                    raise NotImplementedError(
+                        f"{cls.__name__}: the lab's autograd engine and formulas compute some gradients with numpy "
+                        f"on a tensor's own data, and a wrapper subclass (_make_wrapper_subclass) has none. "
+                        "PyTorch's engine dispatches those steps (ones_like for the seed, add, detach), so they "
+                        "reach __torch_dispatch__. In the lab, a subclass that carries data (_make_subclass) "
+                        "supports backward."
+                    )
+                return make_tensor(plain, data, sizes, dtype, device, *rest)
+
+            cls._make = classmethod(make_plain)  # type: ignore[assignment]
         if "__torch_dispatch__" in own:
             from labsupport.aten import python_fallback_kernel  # noqa: F401 -- installs the Python key's fallbacks
 
@@ -568,7 +580,7 @@ class TensorBase:
         t = object.__new__(cls)
         t._data, t._sizes, t._dtype, t._device = data._data, data._sizes, data._dtype, data._device
         t._tkey = data._tkey & ~1
-        t._ks = data._ks | PYTHON_KEYS if has_torch_dispatch(cls) else data._ks
+        t._ks = (data._ks & ~PYTHON_KEYS) | (PYTHON_KEYS if has_torch_dispatch(cls) else 0)
         t._vc = data._version_counter
         t.requires_grad = False
         t.grad = t.grad_fn = None
