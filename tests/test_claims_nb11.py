@@ -214,6 +214,28 @@ def test_python_keys_on_tensor_and_tls(torch_ref):
         assert str(lab.tls_include_set()) == include
 
 
+@claim("nb11.python_fallback_order")
+def test_python_fallback_tries_subclasses_in_order(torch_ref):
+    import labsupport._ops as lab_ops
+
+    for torch, add in ((torch_ref, lambda: torch_ref.ops.aten.add.Tensor), (lab_torch, lambda: lab_ops.ops.aten.add.Tensor)):
+        order = []
+
+        def refuse(tag):
+            def handler(cls, func, types, args=(), kwargs=None):
+                order.append((tag, [t.__name__ for t in types]))
+                return NotImplemented
+            return classmethod(handler)
+
+        base = type("Base", (torch.Tensor,), {"__torch_dispatch__": refuse("Base")})
+        child = type("Child", (base,), {"__torch_dispatch__": refuse("Child")})
+        x = torch.Tensor._make_subclass(base, torch.ones(2))
+        y = torch.Tensor._make_subclass(child, torch.ones(2))
+        with pytest.raises(TypeError, match="all __torch_dispatch__ handlers returned NotImplemented"):
+            add()(x, y)
+        assert order == [("Child", ["Child", "Base"]), ("Base", ["Child", "Base"])]
+
+
 @claim("nb11.reentrant_dispatch_snapshot")
 def test_reentrant_dispatch_restores_the_snapshot(torch_ref):
     pd = dispatch_module(torch_ref)
