@@ -370,3 +370,22 @@ def test_wrapper_backward_in_the_lab_says_why():
     w = counted(lab_torch.tensor([1.0, 2.0, 3.0]), requires_grad=True)
     with pytest.raises(NotImplementedError, match=r"wrapper subclass \(_make_wrapper_subclass\) has none"):
         (w * w + w).sum().backward()
+
+
+@claim("nb11.accessors_and_alias")
+def test_accessors_check_torch_function_and_as_subclass_aliases(torch_ref):
+    seen = []
+
+    class Sub(torch_ref.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            seen.append(func.__name__)
+            return super().__torch_function__(func, types, args, kwargs)
+
+    s = torch_ref.ones(2, requires_grad=True).as_subclass(Sub)
+    s.dim()
+    _ = s.shape
+    s.detach()
+    assert seen == ["dim", "__get__", "detach"]
+    c = (torch_ref.ones(2, requires_grad=True) * 2).as_subclass(Sub)
+    assert type(c.grad_fn).__name__ == "AliasBackward0"
