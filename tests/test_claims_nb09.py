@@ -236,3 +236,24 @@ def test_logging_mode_backward_engine_calls(torch_ref):
         assert "ones_like.default" in real[name]
     assert "t.default" in real["matmul_backward"] and "detach.default" in real["mul_backward"]
     assert real["add_backward"][-2:] == ["new_empty_strided.default", "copy_.default"]
+
+
+@claim("nb09.dispatch_mode_func_below_autograd")
+def test_dispatch_mode_func_below_autograd(torch_ref):
+    import importlib
+
+    pd = importlib.import_module("torch.utils._python_dispatch")
+    seen = {}
+
+    class Peek(pd.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen["func"] = (str(func), type(func).__name__)
+            seen["autograd_excluded"] = torch_ref._C._dispatch_tls_is_dispatch_key_excluded(
+                torch_ref._C.DispatchKey.AutogradFunctionality)
+            return func(*args, **(kwargs or {}))
+
+    a = torch_ref.ones(2, requires_grad=True)
+    with Peek():
+        out = torch_ref.add(a, a)
+    assert seen == {"func": ("aten.add.Tensor", "OpOverload"), "autograd_excluded": True}
+    assert type(out.grad_fn).__name__ == "AddBackward0"  # autograd ran above the mode
