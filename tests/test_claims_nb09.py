@@ -167,3 +167,93 @@ def test_add_functorch_batched_kernel_on_both_sides(torch_ref):
     expected = "FuncTorchBatched: registered at aten/src/ATen/functorch/BatchRulesBinaryOps.cpp:353 [kernel]"
     assert row(torch_ref._C._dispatch_dump_table("aten::add.Tensor")) == expected
     assert row(lab.dispatcher.dump_table("aten::add.Tensor")) == expected
+
+
+# --- section 5b: the same logging mode on both sides --------------------------------------------
+
+def _aten_logs(tm, mode_base) -> dict[str, list[str]]:
+    """The aten calls a logging TorchDispatchMode sees for section 5b's programs, on ``tm``."""
+
+    class AtenLog(mode_base):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.calls.append(str(func).removeprefix("aten."))
+            return func(*args, **(kwargs or {}))
+
+    def fresh():
+        tm.manual_seed(0)
+        return tm.randn(2, 2, requires_grad=True), tm.randn(2, 2)
+
+    def in_place():
+        a, b = fresh()
+        c = tm.add(a, b)
+        c.add_(b)
+        return c.sum()
+
+    programs = {
+        "forward": lambda: tm.add(*fresh()).sum(),
+        "in_place": in_place,
+        "factories": lambda: (tm.zeros(2), tm.ones(2)),
+        "add_backward": lambda: tm.add(*fresh()).sum().backward(),
+        "mul_backward": lambda: tm.mul(*fresh()).sum().backward(),
+        "matmul_backward": lambda: tm.matmul(*fresh()).sum().backward(),
+    }
+    logs = {}
+    for name, program in programs.items():
+        with AtenLog() as mode:
+            program()
+        logs[name] = mode.calls
+    return logs
+
+
+def _both_logs(torch_ref):
+    import importlib
+
+    import labsupport.torch as lab_torch
+    from labsupport.utils._python_dispatch import TorchDispatchMode
+
+    real = _aten_logs(torch_ref, importlib.import_module("torch.utils._python_dispatch").TorchDispatchMode)
+    return real, _aten_logs(lab_torch, TorchDispatchMode)
+
+
+@claim("nb09.logging_mode_forward_same")
+def test_logging_mode_forward_same(torch_ref):
+    real, lab = _both_logs(torch_ref)
+    for name in ("forward", "in_place", "factories"):
+        assert real[name] == lab[name], name
+    assert real["in_place"] == ["randn.default", "randn.default", "add.Tensor", "add_.Tensor", "sum.default"]
+
+
+@claim("nb09.logging_mode_backward_engine_calls")
+def test_logging_mode_backward_engine_calls(torch_ref):
+    real, lab = _both_logs(torch_ref)
+    engine_calls = {"ones_like.default", "new_empty_strided.default", "copy_.default", "detach.default", "t.default"}
+    for name in ("add_backward", "mul_backward", "matmul_backward"):
+        assert [c for c in real[name] if c not in engine_calls] == lab[name], name
+        assert "ones_like.default" in real[name]
+    assert "t.default" in real["matmul_backward"] and "detach.default" in real["mul_backward"]
+    assert real["add_backward"][-2:] == ["new_empty_strided.default", "copy_.default"]
+
+
+@claim("nb09.dispatch_mode_func_below_autograd")
+def test_dispatch_mode_func_below_autograd(torch_ref):
+    import importlib
+
+    pd = importlib.import_module("torch.utils._python_dispatch")
+    seen = {}
+
+    class Peek(pd.TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen["func"] = (str(func), type(func).__name__)
+            seen["autograd_excluded"] = torch_ref._C._dispatch_tls_is_dispatch_key_excluded(
+                torch_ref._C.DispatchKey.AutogradFunctionality)
+            return func(*args, **(kwargs or {}))
+
+    a = torch_ref.ones(2, requires_grad=True)
+    with Peek():
+        out = torch_ref.add(a, a)
+    assert seen == {"func": ("aten.add.Tensor", "OpOverload"), "autograd_excluded": True}
+    assert type(out.grad_fn).__name__ == "AddBackward0"  # autograd ran above the mode

@@ -29,6 +29,31 @@ DUNDERS = {
 }  # fmt: skip
 
 
+# Dunders bound to the method itself; the others go through TypeError_to_NotImplemented_.
+UNWRAPPED_DUNDERS = ("__neg__",)
+
+
+def _dunder_binding(dunder: str, target: str, f: NativeFunction, counts: dict[str, int]) -> str:
+    """``Tensor.__add__``: PyTorch binds ``TypeError_to_NotImplemented_<THPVariable_add>``, so a
+    TypeError (an operand it cannot take, or every ``__torch_function__`` refusing) becomes
+    NotImplemented and Python tries the other operand, then says "unsupported operand type(s)". The
+    common call keeps the method's fast path; everything else goes through the method binding."""
+    fast = _fast_path(f, method=True, counts=counts)
+    params = fast_path_params(f, method=True) if fast else []
+    head = ", ".join(["self"] + [f"{p}=_NO_ARG" for p in params])
+    head = f"{head}, /, *args, **kwargs" if params else "self, *args, **kwargs"
+    given = f"*_given({', '.join(params)}), " if params else ""
+    return (
+        f"\n\ndef {dunder}({head}):\n"
+        f'    """Tensor.{dunder}: TypeError_to_NotImplemented_<THPVariable_{target}> (python_variable_methods.cpp)."""\n'
+        + "".join(fast)
+        + "    try:\n"
+        + f"        return {target}(self, {given}*args, **kwargs)\n"
+        + "    except TypeError:\n"
+        + "        return NotImplemented\n"
+    )
+
+
 def _out_sibling(reg: OpsRegistry, f: NativeFunction) -> NativeFunction | None:
     """The out= op that ``out=`` selects for a functional op (never for an in-place one)."""
     if f.func.is_inplace:
@@ -83,12 +108,28 @@ def _binding(
     ]
     if params:
         lines.append(f"    args = _given({', '.join(params)}) + args  # the call as it was made, for the parser\n")
-    lines.append(f"    r = {var}.parse(args, kwargs)\n")
+    if method:
+        lines.append(f"    r = {var}.parse(args, kwargs, self)\n")
+    else:
+        lines.append(f"    r = {var}.parse(args, kwargs)\n")
+    lines += _torch_function_check(name, method=method)
     for index, f in enumerate(overloads):
         lines += _overload_call(reg, f, index, method=method, counts=counts)
     if deprecated is not None:
         lines += deprecated[1](len(overloads))
     return "".join(lines)
+
+
+def _torch_function_check(name: str, *, method: bool) -> list[str]:
+    """``if(_r.has_torch_function()) return handle_torch_function(...)``: an overloaded argument (a
+    Tensor subclass or other object with ``__torch_function__``) or an active TorchFunctionMode hands
+    the call, as it was made, to Python (labsupport/overrides.py)."""
+    call_args = "(self,) + args" if method else "args"
+    module = "torch.Tensor" if method else "torch"
+    return [
+        "    if r.overloaded_args or _torch_function_mode_enabled():  # __torch_function__\n",
+        f'        return _handle_torch_function(r.overloaded_args, {name}, {call_args}, kwargs, "{module}")\n',
+    ]
 
 
 def _deprecated_alpha_overload(reg: OpsRegistry, f: NativeFunction, *, method: bool):
@@ -148,7 +189,9 @@ def _fast_path(f: NativeFunction, *, method: bool, counts: dict[str, int]) -> li
     if not required or any(not a.type.is_tensor for a in required) or f.is_factory:
         return []
     names = fast_path_params(f, method=method)
-    checks = " and ".join(f"type({n}) is Tensor" for n in names)
+    # _FastTensor is the Tensor class, or None while a TorchFunctionMode is on (labsupport/overrides.py):
+    # a subclass, or any call under a mode, takes the slow path, which checks for __torch_function__.
+    checks = " and ".join(f"type({n}) is _FastTensor" for n in (["self"] if method else []) + names)
     values = []
     position = 0
     for a in f.func.arguments:
@@ -215,7 +258,7 @@ def gen_python_torch_functions(reg: OpsRegistry, source: str) -> str:
     parts = [header("Python bindings of the torch.* functions: torch.add(...)", "torch/csrc/autograd/generated/python_torch_functions_*.cpp", source)]
     parts.append(
         "from . import _ops, functions\n"
-        "from .python_variable_methods import _NO_ARG, Tensor, _given, scalar_to_tensor\n"
+        "from .python_variable_methods import _NO_ARG, Tensor, _given, _handle_torch_function, _torch_function_mode_enabled, register_fast_path_module, scalar_to_tensor  # noqa: E501\n"
         "from labsupport.aten.tensor import TensorBase\n"
         "from labsupport.c10.tls import AutoDispatchBelowADInplaceOrView\n"
         "from labsupport.utils.python_arg_parser import PythonArgParser\n"
@@ -225,6 +268,10 @@ def gen_python_torch_functions(reg: OpsRegistry, source: str) -> str:
         parts.append(_binding(reg, name, overloads, method=False, counts=counts))
         names.append(name)
     parts.append("\n\n__all__ = [\n" + "".join(f'    "{n}",\n' for n in names) + "]\n")
+    parts.append(
+        "\n_FastTensor = Tensor  # the fast path's type test; None while a TorchFunctionMode is on\n"
+        "register_fast_path_module(globals())  # labsupport/overrides.py rebinds _FastTensor\n"
+    )
     return "".join(parts)
 
 
@@ -237,6 +284,11 @@ def gen_python_variable_methods(reg: OpsRegistry, source: str) -> str:
         "from labsupport.aten.scalar_tensor import wrapped_scalar_tensor\n"
         "from labsupport.aten.tensor import TensorBase\n"
         "from labsupport.autograd.engine import backward as _run_backward\n"
+        "from labsupport.overrides import _is_torch_function_mode_enabled as _torch_function_mode_enabled\n"
+        "from labsupport.overrides import handle_binding_torch_function as _handle_torch_function\n"
+        "from labsupport.overrides import handle_torch_function, has_torch_function_unary\n"
+        "from labsupport.overrides import register_fast_path_module, tensor_torch_function\n"
+
         "from labsupport.utils.python_arg_parser import PythonArgParser\n"
         + GIVEN_HELPERS
     )
@@ -251,27 +303,62 @@ def gen_python_variable_methods(reg: OpsRegistry, source: str) -> str:
         '    """torch.Tensor: what Python code holds. Its methods parse Python arguments and call the\n'
         '    C++ API methods of TensorBody (at::Tensor)."""\n\n'
         "    __slots__ = ()\n\n"
+        "    # torch/_tensor.py Tensor.__torch_function__: run the function, rewrap results in the subclass\n"
+        "    __torch_function__ = classmethod(tensor_torch_function)\n\n"
         "    def backward(self, gradient=None):\n"
-        '        """Tensor.backward: run the autograd engine from this tensor."""\n'
-        "        _run_backward(self, gradient)\n"
+        '        """Tensor.backward: run the autograd engine from this tensor (torch/_tensor.py)."""\n'
+        "        if type(self) is not Tensor and has_torch_function_unary(self) or _torch_function_mode_enabled():\n"
+        "            return handle_torch_function(Tensor.backward, (self,), self, gradient=gradient)\n"
+        "        _run_backward(self, gradient)\n\n"
+        "    def as_subclass(self, cls):\n"
+        '        """THPVariable_as_subclass (python_variable.cpp): the same tensor (data, key set, version\n'
+        "        counter, autograd history) seen through another Tensor subclass. PyTorch makes a new\n"
+        "        TensorImpl with ``alias()`` and records an AliasBackward0 node; the lab copies every field\n"
+        "        onto a new ``cls`` object, sharing the producer's node. A class with ``__torch_dispatch__``\n"
+        '        gets the Python keys, as THPVariable_NewWithVar gives them."""\n'
+        "        if not (isinstance(cls, type) and issubclass(cls, Tensor)):\n"
+        '            raise TypeError(f"as_subclass(): argument \'cls\' must be a subclass of torch.Tensor, not {cls!r}")\n'
+        "        result = object.__new__(cls)\n"
+        "        for klass in type(self).__mro__:\n"
+        '            for slot in vars(klass).get("__slots__", ()):\n'
+        '                if slot != "__weakref__" and hasattr(self, slot):\n'
+        "                    setattr(result, slot, getattr(self, slot))\n"
+        "        if \"__torch_dispatch__\" in vars(cls) or getattr(cls, \"_user_subclass\", False):\n"
+        "            from labsupport.aten.python_fallback_kernel import has_torch_dispatch\n"
+        "            from labsupport.c10.torch_dispatch_mode_tls import PYTHON_KEYS\n\n"
+        "            if has_torch_dispatch(cls):\n"
+        "                result._ks |= PYTHON_KEYS\n"
+        "        return result\n"
         "\n\ndef scalar_to_tensor(value):\n"
         '    """A Python number as a 0-dim "wrapped number" tensor (lowest type-promotion priority)."""\n'
         "    return wrapped_scalar_tensor(value, Tensor)\n"
     )
+    parts.append("\n\n_FastTensor = Tensor  # the fast path's type test; None while a TorchFunctionMode is on\n")
     parts.extend(body)
     attach = ["\n\n# Attach the bindings (PyTorch's method table, variable_methods[]).\n"]
     for name in methods:
         attach.append(f"Tensor.{name} = {name}\n")
     for dunder, target in DUNDERS.items():
         if target in methods:
-            attach.append(f"Tensor.{dunder} = {target}\n")
+            if dunder in UNWRAPPED_DUNDERS:
+                attach.append(f"Tensor.{dunder} = {target}\n")
+            else:
+                parts.append(_dunder_binding(dunder, target, methods[target][0], counts))
+                attach.append(f"Tensor.{dunder} = {dunder}\n")
     if "sub" in _overloads(reg, "function") or "sub" in methods:
         attach.append(
             "\n\ndef __rsub__(self, other):\n"
-            '    """other - self (torch.rsub)."""\n'
-            "    other = other if isinstance(other, TensorBase) else scalar_to_tensor(other)\n"
-            "    return TensorBody.sub(other, self)\n\n\n"
+            '    """other - self (torch.rsub; torch/_tensor.py, where it checks for __torch_function__ and\n'
+            '    turns a TypeError into NotImplemented)."""\n'
+            "    try:\n"
+            "        if type(self) is not Tensor and has_torch_function_unary(self) or _torch_function_mode_enabled():\n"
+            "            return handle_torch_function(Tensor.__rsub__, (self, other), self, other)\n"
+            "        other = other if isinstance(other, TensorBase) else scalar_to_tensor(other)\n"
+            "        return TensorBody.sub(other, self)\n"
+            "    except TypeError:\n"
+            "        return NotImplemented\n\n\n"
             "Tensor.__rsub__ = __rsub__\n"
         )
     parts.extend(attach)
+    parts.append("\nregister_fast_path_module(globals())\n")
     return "".join(parts)

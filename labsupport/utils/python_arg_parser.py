@@ -51,7 +51,11 @@ Deliberate differences:
   for classes registered with ``register_argument_class`` (the lab has none by default);
 * any instance of ``tensor_type`` is named ``Tensor`` in messages (torch names a subclass by its
   class name);
-* no ``__torch_function__`` handling, no tracing, no SymInt/SymFloat nodes, no Dimname, Storage,
+* ``__torch_function__``: ``parse`` collects the overloaded arguments (``ParsedArgs.overloaded_args``,
+  filled by ``labsupport.overrides.collect_overloaded``) and accepts any object whose type has a
+  ``__torch_function__`` where a Tensor is expected (``is_tensor_and_append_overloaded``); the
+  generated binding then calls ``labsupport.overrides.handle_binding_torch_function``;
+* no tracing, no SymInt/SymFloat nodes, no Dimname, Storage,
   Stream, QScheme or complex parameters;
 * the deprecation warning is a plain ``UserWarning`` (once per process, like ``TORCH_WARN_ONCE``)
   without torch's "(Triggered internally at ...)" suffix.
@@ -67,6 +71,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
+from labsupport.overrides import collect_overloaded, plain_tensor_types
 
 __all__ = [
     "NO_DEFAULT", "Param", "FunctionSignature", "PythonArgParser", "ParsedArgs",
@@ -121,6 +127,7 @@ _SCALAR_KINDS = {
 }
 # Schema spellings with brackets: ``int[]``, ``SymInt[1]``, ``Tensor[]``, ``float[]``, ``Scalar[]``.
 _LIST_OF = {TENSOR: TENSOR_LIST, INT64: INT_LIST, SYM_INT: SYM_INT_LIST, DOUBLE: FLOAT_LIST, SCALAR: SCALAR_LIST}
+_TENSORISH = (TENSOR, TENSOR_LIST)
 _LIST_KINDS = frozenset((TENSOR_LIST, INT_LIST, SYM_INT_LIST, FLOAT_LIST, SCALAR_LIST))
 _INT_LIST_KINDS = (INT_LIST, SYM_INT_LIST)
 
@@ -367,12 +374,15 @@ class FunctionSignature:
 class ParsedArgs:
     """The outcome of a successful parse: which signature matched and its converted values."""
 
-    __slots__ = ("index", "values", "signature")
+    __slots__ = ("index", "values", "signature", "overloaded_args")
 
-    def __init__(self, index: int, values: list[Any], signature: FunctionSignature) -> None:
+    def __init__(self, index: int, values: list[Any], signature: FunctionSignature,
+                 overloaded_args: list[Any] | None = None) -> None:
         self.index = index          # position of the matched signature in the list given to the parser
         self.values = values        # one value per signature parameter, defaults filled in
         self.signature = signature
+        # arguments whose type has a __torch_function__ (PythonArgs::overloaded_args), in PyTorch's order
+        self.overloaded_args = overloaded_args if overloaded_args is not None else []
 
     def __repr__(self) -> str:
         return f"ParsedArgs(index={self.index}, values={self.values!r})"
@@ -456,8 +466,8 @@ def _make_check(param: Param, index: int, tensor_type: type, numbers_as_tensors:
     kind = param.kind
     if kind == TENSOR:
         if numbers_as_tensors:
-            return lambda obj: isinstance(obj, tensor_type) or _is_scalar(obj)
-        return lambda obj: isinstance(obj, tensor_type)
+            return lambda obj: isinstance(obj, tensor_type) or _is_scalar(obj) or _has_torch_function(obj)
+        return lambda obj: isinstance(obj, tensor_type) or _has_torch_function(obj)
     if kind == SCALAR:
         return lambda obj: _is_scalar(obj) or (isinstance(obj, tensor_type) and _is_zero_dim_constant(obj))
     if kind == DOUBLE:
@@ -506,12 +516,19 @@ def _make_check(param: Param, index: int, tensor_type: type, numbers_as_tensors:
     return lambda obj: True  # PyObject*
 
 
+def _has_torch_function(obj: Any) -> bool:
+    """Not a Tensor, but its type has ``__torch_function__``: accepted where a Tensor is expected, so
+    that the binding can hand the call to it (``is_tensor_and_append_overloaded``)."""
+    return hasattr(type(obj), "__torch_function__")
+
+
 def _check_tensor_list(obj: Any, param: Param, index: int, tensor_type: type) -> bool:
     """is_tensor_list_and_append_overloaded: a bad element raises even while only trying signatures."""
     if not isinstance(obj, (tuple, list)):
         return False
     for idx, item in enumerate(obj):
-        if not isinstance(item, tensor_type) and not (item is None and param.elem_allow_none):
+        if not isinstance(item, tensor_type) and not (item is None and param.elem_allow_none) \
+                and not _has_torch_function(item):
             raise TypeError(
                 f"expected Tensor as element {idx} in argument {index}, but got {_tp_name(item, tensor_type)}"
             )
@@ -543,7 +560,7 @@ class _Unpacker:
     def convert(self, param: Param, obj: Any) -> Any:
         kind = param.kind
         if kind == TENSOR:
-            if isinstance(obj, self.tensor_type):
+            if isinstance(obj, self.tensor_type) or _has_torch_function(obj):
                 return obj
             value = _scalar_value(obj)
             return self.wrap_number(value) if self.wrap_number is not None else value
@@ -646,8 +663,9 @@ class PythonArgParser:
         """The printed forms of the visible (not hidden/deprecated) signatures, in trial order."""
         return [str(self.signatures[i]) for i in self._order if not self.signatures[i].hidden]
 
-    def parse(self, args: tuple, kwargs: dict | None) -> ParsedArgs:
-        """Match a call; raise torch's TypeError when no signature accepts it."""
+    def parse(self, args: tuple, kwargs: dict | None, self_: Any = None) -> ParsedArgs:
+        """Match a call; raise torch's TypeError when no signature accepts it. A method binding passes
+        its ``self`` as ``self_``, checked first for ``__torch_function__``."""
         compiled = self._compiled or self._compile()
         if len(compiled) == 1:
             index, sig, checks, unpacker = compiled[0]
@@ -672,7 +690,14 @@ class PythonArgParser:
                 values.append(obj)
             else:
                 values.append(convert(param, obj))
-        return ParsedArgs(index, values, sig)
+        # FunctionSignature::parse appends overloaded arguments as it goes; the lab looks only when an
+        # argument is not a plain tensor (a set lookup per tensor argument, on the slow path only).
+        plain = plain_tensor_types
+        candidates = [self_] if self_ is not None and type(self_) not in plain else []
+        for param, obj in zip(sig.params, raw):
+            if param.kind in _TENSORISH and type(obj) not in plain and obj is not _MISSING and obj is not None:
+                candidates.append(obj)
+        return ParsedArgs(index, values, sig, collect_overloaded(candidates) if candidates else None)
 
     def _match(
         self, sig: FunctionSignature, checks: list[Callable[[Any], bool]], args: tuple, kwargs: dict | None,
