@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
+from labsupport import overrides as overrides  # torch.overrides: TorchFunctionMode, handle_torch_function
 from labsupport import utils as utils  # torch.utils: _python_dispatch (TorchDispatchMode), _pytree (tree_map)
 from labsupport._ops import ops as ops  # torch.ops: ops.aten.add.Tensor is the OpOverload __torch_dispatch__ gets
 from labsupport.amp import autocast

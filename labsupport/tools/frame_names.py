@@ -130,6 +130,12 @@ LAB_RULES: dict[str, tuple[Rule, ...]] = {
         (r"meta_fallback", "fallback", "at::impl::metaFallback"),
         # The pass-through fallbacks are named after their key when the dispatcher runs them.
     ),
+    "labsupport.overrides": (
+        # __torch_function__ at the Python binding (torch/csrc/utils/python_arg_parser.cpp, torch/overrides.py)
+        (r"handle_binding_torch_function", "binding", "torch::handle_torch_function"),
+        (r"_dispatch", "binding", "torch::handle_torch_function_no_python_arg_parser"),
+        (r"tensor_torch_function", "binding", "torch.Tensor.__torch_function__"),
+    ),
     "labsupport.autograd.variable_fallback": (
         (r"autograd_fallback", "fallback", "torch::autograd::basicAutogradNotImplementedFallbackImpl"),
         (r"_not_implemented", "fallback", "torch::autograd::autogradNotImplementedFallbackImpl"),
