@@ -20,6 +20,29 @@ def _camel(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.strip("_").split("_"))
 
 
+def is_view_op(f: NativeFunction) -> bool:
+    """A view op by its schema: a return carries a non-writing alias annotation (``Tensor(a)``), as
+    ``torchgen.model.NativeFunction.is_view_op`` decides. CompositeImplicitAutograd ops (``to.dtype``,
+    ``reshape``) get no ADInplaceOrView kernel: their views come from the view ops they call.
+
+    (torchgen's gen_inplace_or_view_type.py picks the kernels from its VIEW_FUNCTIONS name list; for
+    every view op with a kernel of its own the list and the annotations agree. tests/test_views_autograd.py
+    checks the lab's ops against the installed torchgen.)"""
+    if f.has_composite_implicit_kernel or "CompositeImplicitAutograd" in f.dispatch:
+        return False
+    return any(r.annotation is not None and not r.annotation.is_write for r in f.func.returns)
+
+
+def view_base_argument(f: NativeFunction) -> str:
+    """The argument every output is a view of (``VIEW_FUNCTIONS[name]``, "self" for the lab's ops): the
+    one whose alias set the return shares (torchgen's ``aliased_return_names``)."""
+    ret = next(r for r in f.func.returns if r.annotation is not None and not r.annotation.is_write)
+    for a in f.func.arguments:
+        if a.annotation is not None and a.annotation.alias_set == ret.annotation.alias_set:
+            return a.name
+    raise ValueError(f"{f.loc}: view op {f.name} returns Tensor({ret.annotation}) but no argument has that alias set")
+
+
 def node_names(reg: OpsRegistry) -> dict[str, str]:
     """``add.Tensor -> AddBackward0``: base name in CamelCase, numbered in derivatives order."""
     counts: dict[str, int] = {}
@@ -210,10 +233,15 @@ def gen_variable_type(reg: OpsRegistry, source: str) -> str:
                 body.append(f"        grad_fn = autograd_functions.{names[d.func.full_name]}()\n")
                 body.append(f"        grad_fn.next_functions = collect_next_edges({', '.join(py_name(a.name) for a in diff)})\n")
                 body += [f"        {line}\n" for line in _saved_assignments(d, f)]
-            guard = "AutoDispatchBelowAutograd" if inplace else "AutoDispatchBelowADInplaceOrView"
+            # In-place and view ops must reach their ADInplaceOrView kernel (version bump, as_view); the
+            # other ops skip it (gen_variable_type.py: AutoDispatchBelowAutograd vs ...BelowADInplaceOrView).
+            guard = "AutoDispatchBelowAutograd" if inplace or is_view_op(f) else "AutoDispatchBelowADInplaceOrView"
             body += guarded(guard, f"result = {handle}.redispatch(ks & AFTER_AUTOGRAD_KEYSET, {params})")
-            body.append("    if grad_fn is not None:\n")
-            body.append("        rebase_history(self, grad_fn)\n" if inplace else "        set_history(result, grad_fn)\n")
+            if inplace:
+                body.append("    rebase_history(self, grad_fn)  # CopySlices on a view's base; refreshes the views\n")
+            else:
+                body.append("    if grad_fn is not None:\n")
+                body.append("        set_history(result, grad_fn)\n")
             body.append("    return result\n")
         parts.append(f"\n\ndef {name}(ks, {params}):\n{doc}{''.join(body)}")
         regs.append((f.name, name))
@@ -224,10 +252,10 @@ def gen_variable_type(reg: OpsRegistry, source: str) -> str:
 
 
 def gen_ad_inplace_or_view(reg: OpsRegistry, source: str) -> str:
-    parts = [header("ADInplaceOrView kernels: version counters for in-place and out= ops", "torch/csrc/autograd/generated/ADInplaceOrViewType_*.cpp", source)]
+    parts = [header("ADInplaceOrView kernels: version counters for in-place and out= ops, view tracking for view ops", "torch/csrc/autograd/generated/ADInplaceOrViewType_*.cpp", source)]
     parts.append(
         "from . import _ops, dispatcher\n"
-        "from labsupport.autograd.variable_type_utils import increment_version\n"
+        "from labsupport.autograd.variable_type_utils import as_view, creation_meta_for_mode, increment_version\n"
         "from labsupport.c10.dispatch_key_set import after_ADInplaceOrView_keyset\n"
         "from labsupport.c10.library import Library\n"
         "from labsupport.c10.tls import AutoDispatchBelowADInplaceOrView, AutoDispatchBelowAutograd, tls\n\n"
@@ -238,19 +266,34 @@ def gen_ad_inplace_or_view(reg: OpsRegistry, source: str) -> str:
     regs = []
     for f in reg.functions:
         mutated = [py_name(a.name) for a in f.func.arguments if a.annotation is not None and a.annotation.is_write]
-        if not mutated:
-            continue
+        view = is_view_op(f)
+        if not mutated and not view:
+            continue  # functional ops: ADInplaceOrView is a fallthrough for them
         name = type_wrapper_name(f)
         params = ", ".join(arg_names(f.func))
-        bumps = "".join(f"    increment_version({m})\n" for m in mutated)
         call = f"result = _ops.{handle_name(f)}.redispatch(ks & AFTER_AD_INPLACE_OR_VIEW_KEYSET, {params})"
+        if mutated:
+            doc = (
+                f'    """torch::ADInplaceOrView::(anonymous namespace)::{name}: run the op below, then bump the version of\n'
+                f'    the tensors it wrote (so autograd can detect a saved tensor modified in place)."""\n'
+            )
+            after = "".join(f"    increment_version({m})\n" for m in mutated)
+        else:
+            base = py_name(view_base_argument(f))
+            doc = (
+                f'    """torch::ADInplaceOrView::(anonymous namespace)::{name}: run the view kernel below, then mark the\n'
+                f'    output a view of {base} (shared version counter, root base, creation meta)."""\n'
+            )
+            after = (
+                f"    result = as_view({base}, result, creation_meta_for_mode())"
+                "  # is_bw/fw_differentiable=true; no view_func (as_strided covers CPU)\n"
+            )
         parts.append(
             f"\n\ndef {name}(ks, {params}):\n"
-            f'    """torch::ADInplaceOrView::(anonymous namespace)::{name}: run the op below, then bump the version of\n'
-            f'    the tensors it wrote (so autograd can detect a saved tensor modified in place)."""\n'
+            + doc
             + "".join(guarded("AutoDispatchBelowADInplaceOrView", call))
-            + f"{bumps}"
-            "    return result\n"
+            + after
+            + "    return result\n"
         )
         regs.append((f.name, name))
     parts.append('\n\nm = Library("aten", "IMPL", "ADInplaceOrView", dispatcher=dispatcher)\n')
