@@ -63,8 +63,8 @@ def _contiguous_strides(sizes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _tensor_like(grad: Any, data: np.ndarray | None, sizes: tuple[int, ...]) -> Any:
-    if data is not None:
-        data = np.ascontiguousarray(data, dtype=grad._dtype.np)
+    if data is not None:  # np.array, not np.ascontiguousarray: that one turns a 0-dim result into shape (1,)
+        data = np.array(data, dtype=grad._dtype.np, order="C").reshape(sizes)
     return type(grad)._make(data, tuple(sizes), grad._dtype, grad._device)
 
 

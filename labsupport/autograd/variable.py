@@ -29,7 +29,7 @@ from typing import Any
 from labsupport.c10 import autograd_state
 
 __all__ = [
-    "CreationMeta", "DifferentiableViewMeta", "as_view", "creation_meta_for_mode", "get_view_meta",
+    "CreationMeta", "DifferentiableViewMeta", "as_view", "creation_meta_for_mode", "get_view_meta", "grad_fn",
     "handle_view_on_rebase", "propagate_creation_meta", "refresh_view", "refresh_views",
 ]
 
@@ -193,9 +193,10 @@ def refresh_view(tensor: Any, meta: DifferentiableViewMeta, eager: bool = False)
 
     ``eager``: called by ``refresh_views`` right after an in-place op elsewhere; an error is then kept in
     ``meta.pending`` for the next time autograd uses the view, instead of being raised now."""
-    if meta.pending is not None and not eager:
-        message, meta.pending = meta.pending, None
-        raise RuntimeError(message)
+    if meta.pending is not None:
+        if eager:
+            return
+        raise RuntimeError(meta.pending)  # raised on every read, as PyTorch does
     if tensor.grad_fn is None and not meta.base.requires_grad:
         return
     current = tensor._version_counter.value
@@ -215,6 +216,15 @@ def refresh_view(tensor: Any, meta: DifferentiableViewMeta, eager: bool = False)
     meta.attr_version = current
 
 
+def grad_fn(tensor: Any) -> Any:
+    """``Tensor.grad_fn`` as PyTorch reads it (``VariableHooks::grad_fn``): a stale view is refreshed
+    first, and raises if it may not be. The lab's plain ``tensor.grad_fn`` attribute skips this check."""
+    meta = _VIEW_META.get(id(tensor))
+    if meta is not None:
+        refresh_view(tensor, meta)
+    return tensor.grad_fn
+
+
 def refresh_views(tensor: Any) -> None:
     """Bring every live view that shares ``tensor``'s storage up to date after an in-place op (the lab's
     eager stand-in for PyTorch's lazy ``grad_fn`` refresh)."""
@@ -223,9 +233,12 @@ def refresh_views(tensor: Any) -> None:
     views = _LIVE_VIEWS.get(id(root))
     if not views:
         return
+    requires_grad = root.requires_grad
     for view_meta in list(views):
         view = view_meta.view()
         if view is not None:
+            if requires_grad:
+                view.requires_grad = True  # DifferentiableViewMeta::requires_grad() follows the base
             refresh_view(view, view_meta, eager=True)
 
 

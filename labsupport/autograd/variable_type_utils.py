@@ -10,7 +10,13 @@ from typing import Any
 
 from labsupport.autograd.node import Node
 from labsupport.autograd.variable import (
-    CreationMeta, _VIEW_META, as_view, creation_meta_for_mode, handle_view_on_rebase, refresh_view, refresh_views,
+    _VIEW_META,
+    CreationMeta,
+    as_view,
+    creation_meta_for_mode,
+    handle_view_on_rebase,
+    refresh_view,
+    refresh_views,
 )
 
 __all__ = ["as_view", "check_inplace", "creation_meta_for_mode", "increment_version", "rebase_history", "saved_copy"]
@@ -26,8 +32,6 @@ def check_inplace(tensor: Any, requires_grad: bool) -> None:
         return
     meta = _VIEW_META.get(id(tensor))
     if meta is not None:
-        if meta.pending is not None:
-            refresh_view(tensor, meta)  # raises the error PyTorch raised while refreshing grad_fn
         if meta.creation_meta != CreationMeta.DEFAULT:
             handle_view_on_rebase(tensor, meta)
         if tensor.requires_grad and meta.base.grad_fn is None:

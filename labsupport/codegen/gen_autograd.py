@@ -56,12 +56,15 @@ def node_names(reg: OpsRegistry) -> dict[str, str]:
 
 
 _SIZES = re.compile(r"\b(\w+)\.sym_sizes\(\)")
+_GEOMETRY = re.compile(r"\bTensorGeometry\((\w+)\)")
 _OPTIONS = re.compile(r"\b(\w+)\.options\(\)")
 
 
 def _rewrite(formula: str) -> tuple[str, set[str]]:
     """Rewrite a formula for the node's ``apply``: ``self.sym_sizes()`` becomes a saved
-    ``self_sym_sizes``; input names become the saved ``<name>_`` attributes. Returns the expression
+    ``self_sym_sizes`` and ``TensorGeometry(self)`` a saved ``self_geometry`` (only the geometry is kept,
+    not the tensor, so later in-place ops on it do not matter); input names become the saved
+    ``<name>_`` attributes. Returns the expression
     and the saved names it uses."""
     saved: set[str] = set()
 
@@ -73,7 +76,11 @@ def _rewrite(formula: str) -> tuple[str, set[str]]:
         saved.add(f"{match.group(1)}_options")
         return f"{match.group(1)}_options"
 
-    text = _OPTIONS.sub(options, _SIZES.sub(sizes, formula))
+    def geometry(match: re.Match[str]) -> str:
+        saved.add(f"{match.group(1)}_geometry")
+        return f"{match.group(1)}_geometry"
+
+    text = _GEOMETRY.sub(geometry, _OPTIONS.sub(options, _SIZES.sub(sizes, formula)))
     tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     names = {
         tok.string
@@ -87,10 +94,7 @@ def gen_autograd_functions(reg: OpsRegistry, source: str) -> str:
     names = node_names(reg)
     parts = [header("Backward nodes (grad_fn): one class per differentiable operator", "torch/csrc/autograd/generated/Functions.h / Functions.cpp", source)]
     parts.append(
-        "from labsupport.autograd.formulas import (  # FunctionsManual.cpp\n"
-        "    _to_copy_backward, maybe_multiply, mm_mat1_backward, mm_mat2_backward, mv_self_backward, mv_vec_backward,\n"
-        "    sum_backward, sum_to,\n"
-        ")\n"
+        "from labsupport.autograd.formulas import *  # noqa: F403 -- FunctionsManual.cpp: every name in its __all__\n"
         "from labsupport.autograd.node import Node\n"
     )
     for full_name, d in reg.derivatives.items():
@@ -103,7 +107,7 @@ def gen_autograd_functions(reg: OpsRegistry, source: str) -> str:
             saved |= used
             exprs.append((i, a.name, expr))
         arg_set = {a.name for a in d.func.arguments}
-        saved_names = sorted(n for n in saved if n in arg_set or n.endswith(("_sym_sizes", "_options")))
+        saved_names = sorted(n for n in saved if n in arg_set or n.endswith(("_sym_sizes", "_options", "_geometry")))
         tensors = {a.name for a in d.func.arguments if a.type.is_tensor}
         unpack = "".join(
             f"        {py_name(n)} = node.{n}_{'.unpack()' if n in tensors else ''}\n" for n in saved_names
@@ -137,6 +141,8 @@ def _saved_assignments(d: Derivative, f: NativeFunction) -> list[str]:
     for name in sorted(saved):
         if name.endswith("_sym_sizes"):
             lines.append(f"grad_fn.{name}_ = {py_name(name[: -len('_sym_sizes')])}._sizes")
+        elif name.endswith("_geometry"):
+            lines.append(f"grad_fn.{name}_ = TensorGeometry({py_name(name[: -len('_geometry')])})")
         elif name.endswith("_options"):
             tensor = py_name(name[: -len("_options")])
             lines.append(f"grad_fn.{name}_ = TensorOptions({tensor}._dtype, {tensor}._device)")
@@ -182,6 +188,7 @@ def gen_variable_type(reg: OpsRegistry, source: str) -> str:
     parts.append(
         "from . import _ops, autograd_functions, dispatcher\n"
         "from labsupport.aten.tensor import TensorOptions\n"
+        "from labsupport.autograd.formulas import TensorGeometry\n"
         "from labsupport.autograd.grad_mode import is_grad_enabled\n"
         "from labsupport.autograd.node import NotImplemented, collect_next_edges, set_history\n"
         "from labsupport.autograd.saved_variable import SavedVariable\n"
