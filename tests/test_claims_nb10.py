@@ -440,3 +440,125 @@ def test_vmap_interpreter_tls_seen_by_a_batching_rule(torch_ref):
     for key in ("FuncTorchDynamicLayerFrontMode", "Tracer", "Batched", "AutocastCPU"):
         assert key in lab_excluded
     assert "FuncTorchBatched" not in lab_excluded
+
+
+# ---------------------------------------------------------------- section 3: views, ADInplaceOrView, version counters
+
+
+def _adinplaceorview_row(dump_table_text: str) -> str:
+    return next(r for r in dump_table_text.splitlines() if r.startswith("ADInplaceOrView:"))
+
+
+@claim("nb10.views_need_adinplaceorview_without_grad")
+def test_version_counter_matters_for_a_tensor_that_does_not_require_grad(torch_ref):
+    w, x = torch_ref.randn(3, requires_grad=True), torch_ref.ones(3)
+    y = w * x
+    x.add_(1)
+    with pytest.raises(RuntimeError, match=r"\[torch.FloatTensor \[3\]\] is at version 1; expected version 0 instead"):
+        y.sum().backward()
+    assert str(torch_ref._C._dispatch_keys(x)) == "DispatchKeySet(CPU, ADInplaceOrView, AutogradCPU, AutocastCPU)"
+
+
+@claim("nb10.view_shares_storage_and_version")
+def test_view_shares_storage_and_version(torch_ref):
+    for tm in (torch_ref, lab_torch):
+        x = tm.zeros(3, 4)
+        row = x.select(0, 1)
+        assert row._is_view() and row._base is x
+        assert tuple(row.stride()) == (1,) and row.storage_offset() == 4
+        row.add_(1)
+        assert x.tolist()[1] == [1.0] * 4 and (x._version, row._version) == (1, 1)
+
+
+@claim("nb10.one_version_counter")
+def test_one_counter_for_base_views_and_detach(torch_ref):
+    for tm in (torch_ref, lab_torch):
+        x = tm.zeros(3, 4)
+        row, xt, d = x.select(0, 1), x.t(), x.detach()
+        row.add_(1)
+        x.mul_(2)
+        assert (x._version, row._version, xt._version, d._version) == (2, 2, 2, 2)
+        assert not d._is_view() and x.clone()._version == 0
+        assert xt.select(0, 2)._base is x
+
+
+@claim("nb10.view_ops_have_adinplaceorview_kernels")
+def test_adinplaceorview_rows(torch_ref):
+    for op in ("aten::t", "aten::select.int", "aten::view", "aten::as_strided", "aten::add_.Tensor"):
+        assert _adinplaceorview_row(torch_ref._C._dispatch_dump_table(op)).endswith("[kernel]"), op
+        assert _adinplaceorview_row(lab.dispatcher.dump_table(op)).endswith("[kernel]"), op
+    theirs = _adinplaceorview_row(torch_ref._C._dispatch_dump_table("aten::add.Tensor"))
+    assert "fallthrough" in theirs and "fallthrough" in _adinplaceorview_row(lab.dispatcher.dump_table("aten::add.Tensor"))
+
+
+@claim("nb10.below_adinplaceorview")
+def test_below_adinplaceorview_no_bump_no_view(torch_ref):
+    x = torch_ref.zeros(3, 4)
+    with torch_ref._C._AutoDispatchBelowADInplaceOrView():
+        x.add_(1)
+        v = x.view(12)
+    assert x._version == 0 and not v._is_view()
+
+
+@claim("nb10.leaf_inplace_errors")
+def test_leaf_and_view_of_leaf_errors(torch_ref):
+    b = torch_ref.randn(3, 4, requires_grad=True)
+    with pytest.raises(RuntimeError) as leaf_error:
+        b.add_(1)
+    assert str(leaf_error.value) == "a leaf Variable that requires grad is being used in an in-place operation."
+    with pytest.raises(RuntimeError) as view_error:
+        b.select(0, 0).add_(1)
+    assert str(view_error.value) == "a view of a leaf Variable that requires grad is being used in an in-place operation."
+    with torch_ref.no_grad():
+        b.select(0, 0).add_(1)
+    assert b._version == 1
+
+
+@claim("nb10.nograd_view_error")
+def test_view_made_in_no_grad_then_modified(torch_ref):
+    b = torch_ref.randn(3, 4, requires_grad=True)
+    h = b * 1
+    with torch_ref.no_grad():
+        v = h.select(0, 0)
+    with pytest.raises(RuntimeError, match=r"^A view was created in no_grad mode and is being modified inplace with grad mode enabled"):
+        v.mul_(2)
+
+
+@claim("nb10.saved_tensor_modified_error")
+def test_modified_by_an_inplace_operation_words(torch_ref):
+    b = torch_ref.randn(3, requires_grad=True)
+    y = b * 2
+    z = y.sin()
+    y.mul_(3)
+    with pytest.raises(RuntimeError) as error:
+        z.sum().backward()
+    assert str(error.value).startswith(
+        "one of the variables needed for gradient computation has been modified by an inplace operation: "
+        "[torch.FloatTensor [3]], which is output 0 of Mul, is at version 1; expected version 0 instead. Hint:"
+    )
+
+
+@claim("nb10.copyslices")
+def test_copyslices_after_inplace_on_a_view(torch_ref):
+    for tm in (torch_ref, lab_torch):
+        b = tm.ones(3, 4, requires_grad=True)
+        h = b.mul(1)
+        v = h.select(0, 0)
+        assert type(v.grad_fn).__name__ == "SelectBackward0"
+        v.mul_(2)
+        assert (type(v.grad_fn).__name__, type(h.grad_fn).__name__) == ("AsStridedBackward0", "CopySlices")
+        assert [None if n is None else type(n).__name__ for n, _ in h.grad_fn.next_functions] == ["MulBackward0", None]
+        h.sum().backward()
+        assert b.grad.tolist() == [[2.0] * 4, [1.0] * 4, [1.0] * 4]
+    assert torch_ref.ones(2, requires_grad=True).mul(1).select(0, 0).mul_(2)._base.grad_fn.name() == "torch::autograd::CopySlices"
+
+
+@claim("nb10.view_grad_fn_rebuilt_after_base_change")
+def test_base_modified_view_grad_fn(torch_ref):
+    b = torch_ref.randn(3, 4, requires_grad=True)
+    h = b * 1
+    v = h.view(12)
+    assert type(v.grad_fn).__name__ == "ViewBackward0"
+    h.add_(1)
+    assert type(v.grad_fn).__name__ == "AsStridedBackward0"
+    assert type(v.grad_fn.next_functions[0][0]).__name__ == "AddBackward0"
