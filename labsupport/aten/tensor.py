@@ -427,6 +427,15 @@ class TensorBase:
     def is_contiguous(self, memory_format: Any = None) -> bool:
         return _storage.tensor_is_contiguous(self._sizes, _storage.tensor_strides(self))
 
+    def contiguous(self, memory_format: Any = None) -> TensorBase:
+        """``TensorBase::contiguous`` (a manual C++ binding): ``self`` when already contiguous, without
+        dispatching; otherwise a contiguous clone. (PyTorch dispatches ``aten::contiguous`` first,
+        which calls ``clone``; the lab calls ``clone`` directly.)"""
+        if _storage.tensor_is_contiguous(self._sizes, _storage.tensor_strides(self)):
+            return self
+        cpp = next(c for c in type(self).__mro__ if c.__name__ == "TensorBody")  # the build's at::Tensor
+        return cpp.clone(self, "contiguous_format")
+
     def untyped_storage(self) -> _storage.UntypedStorage:
         return _storage.untyped_storage_of(self)
 

@@ -238,6 +238,7 @@ def gen_python_variable_methods(reg: OpsRegistry, source: str) -> str:
         "from labsupport.aten.tensor import TensorBase\n"
         "from labsupport.autograd.engine import backward as _run_backward\n"
         "from labsupport.utils.python_arg_parser import PythonArgParser\n"
+        "from labsupport.utils import python_variable_indexing as indexing  # x[i], x[i] = v\n"
         + GIVEN_HELPERS
     )
     methods = _overloads(reg, "method")
@@ -265,6 +266,7 @@ def gen_python_variable_methods(reg: OpsRegistry, source: str) -> str:
     for dunder, target in DUNDERS.items():
         if target in methods:
             attach.append(f"Tensor.{dunder} = {target}\n")
+    attach.append("Tensor.__getitem__, Tensor.__setitem__ = indexing.THPVariable_getitem, indexing.THPVariable_setitem\n")
     if "sub" in _overloads(reg, "function") or "sub" in methods:
         attach.append(
             "\n\ndef __rsub__(self, other):\n"
