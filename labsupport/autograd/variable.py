@@ -150,7 +150,7 @@ def view_on_rebase_error(tensor: Any, meta: DifferentiableViewMeta, indirect: bo
     modified = "its base or another view of its base has been" if indirect else "is being"
     if creation == CreationMeta.MULTI_OUTPUT_NODE:
         head = (
-            f"Output {tensor._output_nr} of {_short(grad_fn)} is a view and {modified} modified inplace."
+            f"Output {tensor._output_nr} of {short_node_name(grad_fn)} is a view and {modified} modified inplace."
             if grad_fn is not None
             else f"A view was created in no_grad mode and {modified} modified inplace with grad mode enabled."
         )
@@ -166,13 +166,14 @@ def view_on_rebase_error(tensor: Any, meta: DifferentiableViewMeta, indirect: bo
     else:  # IN_CUSTOM_FUNCTION: the lab has no custom autograd.Function
         made, mode, block = "a custom Function", "", "custom Function"
     if grad_fn is not None:
-        head = f"Output {tensor._output_nr} of {_short(grad_fn)} is a view of a view which was created in {made} and"
+        node = short_node_name(grad_fn)
+        head = f"Output {tensor._output_nr} of {node} is a view of a view which was created in {made} and"
     else:
         head = f"A view was created in {made} and"
     return f"{head} {modified} modified inplace {mode}.{_TAIL.format(block=block)}"
 
 
-def _short(grad_fn: Any) -> str:
+def short_node_name(grad_fn: Any) -> str:
     """``Node::name()`` without the ``Backward<N>`` suffix, as PyTorch's view messages print it."""
     name = grad_fn.name()
     stripped = name.rstrip("0123456789")
