@@ -562,3 +562,54 @@ def test_base_modified_view_grad_fn(torch_ref):
     h.add_(1)
     assert type(v.grad_fn).__name__ == "AsStridedBackward0"
     assert type(v.grad_fn.next_functions[0][0]).__name__ == "AddBackward0"
+
+
+@claim("nb10.t_calls_transpose_and_as_strided")
+def test_t_runs_transpose_and_as_strided(torch_ref):
+    h = torch_ref.randn(3, 4)
+    with torch_ref.profiler.profile() as prof:
+        h.t()
+    assert sorted(e.key for e in prof.key_averages()) == ["aten::as_strided", "aten::t", "aten::transpose"]
+    ours = lab_torch.randn(3, 4)
+    with lab.profiler.profile() as lab_prof:
+        ours.t()
+    assert sorted(e.key for e in lab_prof.key_averages()) == ["aten::as_strided", "aten::t", "aten::transpose"]
+
+
+@claim("nb10.view_functions_list")
+def test_torchgen_picks_view_kernels_by_name(torch_ref):
+    pytest.importorskip("torchgen")
+    from torchgen.packaged.autograd.gen_inplace_or_view_type import VIEW_FUNCTIONS
+
+    from labsupport.codegen.gen_autograd import is_view_op
+    from labsupport.codegen.model import load_ops_yaml
+
+    assert {"view", "t", "transpose", "select", "slice", "as_strided", "expand"} <= set(VIEW_FUNCTIONS)
+    reg = load_ops_yaml(pathlib.Path(__file__).resolve().parents[1] / "ops.yaml")
+    for f in reg.functions:
+        assert is_view_op(f) == (f.func.name in VIEW_FUNCTIONS), f.name
+
+
+@claim("nb10.multi_output_views")
+def test_unbind_views_refuse_inplace(torch_ref):
+    h = torch_ref.randn(3, 4, requires_grad=True) * 1
+    with pytest.raises(RuntimeError, match="This view is the output of a function that returns multiple views"):
+        h.unbind(0)[0].add_(1)
+
+
+@claim("nb10.lazy_grad_fn_refresh")
+def test_pytorch_raises_when_a_stale_view_grad_fn_is_read(torch_ref):
+    h = torch_ref.randn(3, 4, requires_grad=True) * 1
+    with torch_ref.no_grad():
+        v = h.select(0, 0)
+    h.mul_(2)  # fine: the in-place op is on the base
+    with pytest.raises(RuntimeError, match="its base or another view of its base has been modified inplace"):
+        v.grad_fn  # noqa: B018 -- reading the attribute is what raises
+    # the lab keeps the attribute and raises on the next use by autograd
+    lab_h = lab_torch.randn(3, 4, requires_grad=True).mul(1)
+    with lab_torch.no_grad():
+        lab_v = lab_h.select(0, 0)
+    lab_h.mul_(2)
+    assert lab_v.grad_fn is None
+    with pytest.raises(RuntimeError, match="its base or another view of its base has been modified inplace"):
+        lab_v.mul(2)
