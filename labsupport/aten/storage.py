@@ -168,6 +168,8 @@ def strided_array(data: np.ndarray, sizes: Sequence[int], strides: Sequence[int]
             raise RuntimeError("the lab cannot view a numpy array that does not own a dense buffer")
         root = flat
     itemsize = data.itemsize
+    if 0 in sizes:  # no element to reach: numpy refuses offsets past the end, so anchor at 0
+        offset = 0  # (the caller keeps the real offset in ``_geometry``)
     return np.ndarray(
         tuple(sizes), dtype=data.dtype, buffer=root, offset=offset * itemsize,
         strides=tuple(s * itemsize for s in strides),
