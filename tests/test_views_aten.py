@@ -536,10 +536,9 @@ def test_in_place_overlap_errors_agree_with_pytorch(torch_ref, expr):
 
 
 # Keys whose kernels come from parts of PyTorch the lab does not model (functionalization, the
-# conjugate/negative/zero-tensor views, legacy Batched rules, sparse/quantized/nested backends). The
-# FuncTorchBatched row: PyTorch has batching rules for views; the lab's vmap has none for them yet.
+# conjugate/negative/zero-tensor views, legacy Batched rules, sparse/quantized/nested backends).
 NOT_MODELED = re.compile(
-    r"Functionalize|Conjugate|Negative|ZeroTensor|Batched|FuncTorchBatched|FuncTorchDynamicLayerBackMode|"
+    r"Functionalize|Conjugate|Negative|ZeroTensor|Batched|FuncTorchDynamicLayerBackMode|"
     r"Sparse\w*|Quantized\w*|Mkldnn\w*|NestedTensor\w*|AutogradNestedTensor"
 )
 VIEW_OPS = ["view", "as_strided", "expand", "transpose.int", "t", "select.int", "slice.Tensor", "unsqueeze",
@@ -560,6 +559,12 @@ def test_view_op_dispatch_tables_agree_with_pytorch(torch_ref, op):
     # the generated ADInplaceOrView kernels of view ops (as_view) are the autograd side's work
     if mine["ADInplaceOrView"].fallthrough:
         differ.discard("ADInplaceOrView")
+    if op == "as_strided":  # PyTorch's rule is a legacy one (LegacyBatchingRegistrations.cpp); the lab has none
+        differ.discard("FuncTorchBatched")
+    else:  # a batching rule registered where PyTorch registers it
+        assert mine["FuncTorchBatched"] == real["FuncTorchBatched"]._replace(
+            debug=real["FuncTorchBatched"].debug.replace("/__w/pytorch/pytorch/", "")
+        )
     if "_meta_registrations.py" in real["Meta"].debug:  # 2.13 overrides some Meta kernels from Python
         differ.discard("Meta")
     assert differ == set()
@@ -567,3 +572,21 @@ def test_view_op_dispatch_tables_agree_with_pytorch(torch_ref, op):
     # the CompositeImplicitAutograd one (reshape)
     assert mine["CPU"].label == real["CPU"].label
     assert mine["AutogradCPU"] == mine["AutogradMeta"] and mine["AutogradCPU"].label == real["AutogradCPU"].label
+
+
+VMAP_CASES = [
+    ("t[0].t()", 0), ("t.transpose(0, 1)", 0), ("t.select(1, 2)", 2), ("t[1:, None, ::2]", 1), ("t.view(12)", 0),
+    ("t.t().reshape(12)", 0), ("t.unsqueeze(-1)", 1), ("t[:1].squeeze()", 0), ("t[:1].squeeze(0)", 2),
+    ("t.t().clone()", 0), ("t[:, :1].expand(3, 4)", 0), ("t[..., 1:3].reshape(-1)", 1), ("t.view(-1, 2)", 1),
+]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("expr, in_dim", VMAP_CASES, ids=[c[0] for c in VMAP_CASES])
+def test_views_under_vmap_agree_with_pytorch(torch_ref, expr, in_dim):
+    data = np.arange(24.0).reshape(2, 3, 4)
+    results = []
+    for mod, vmap in ((torch, lab.vmap), (torch_ref, torch_ref.vmap)):
+        got, err = _outcome(lambda: vmap(lambda t: eval(expr), in_dims=in_dim)(mod.tensor(data)))
+        results.append((err, None if got is None else (tuple(got.shape), got.tolist())))
+    assert results[0] == results[1]

@@ -67,7 +67,13 @@ def tensor_strides(t: TensorBase) -> tuple[int, ...]:
     if geometry is not None:
         return geometry[0]
     data = t._data
-    if data is None or data.size == 0:
+    if data is None:
+        value = getattr(t, "_bt_value", None)
+        if value is not None:  # a functorch BatchedTensor: its value's strides, batch dim left out
+            strides = tensor_strides(value)
+            return strides[: t._bt_bdim] + strides[t._bt_bdim + 1 :]
+        return contiguous_strides(t._sizes)
+    if data.size == 0:
         return contiguous_strides(t._sizes)
     itemsize = data.itemsize
     return tuple(s // itemsize for s in data.strides)
@@ -80,7 +86,8 @@ def tensor_storage_offset(t: TensorBase) -> int:
         return geometry[1]
     data = t._data
     if data is None:
-        return 0
+        value = getattr(t, "_bt_value", None)  # a functorch BatchedTensor: its value's offset
+        return 0 if value is None else tensor_storage_offset(value)
     return (_address(data) - _address(storage_root(data))) // data.itemsize
 
 
