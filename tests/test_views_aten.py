@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -590,3 +591,61 @@ def test_views_under_vmap_agree_with_pytorch(torch_ref, expr, in_dim):
         got, err = _outcome(lambda: vmap(lambda t: eval(expr), in_dims=in_dim)(mod.tensor(data)))
         results.append((err, None if got is None else (tuple(got.shape), got.tolist())))
     assert results[0] == results[1]
+
+
+@pytest.mark.torch
+def test_composite_view_call_trees_agree_with_pytorch(torch_ref):
+    """The operator trees of test_composite_views_call_as_strided_through_the_dispatcher, on PyTorch."""
+    from torch.profiler import profile
+
+    h = torch_ref.arange(12.0).reshape(3, 4)
+    with profile() as prof:
+        h.t()
+        h[1]
+        h.view(12)
+        h.reshape(4, 3)
+        h.t().reshape(12)
+        h.t().contiguous()
+    names = [e.name for e in prof.events()]
+    h_lab = arange(3, 4)
+    with lab.profiler.profile() as lab_prof:
+        h_lab.t()
+        h_lab[1]
+        h_lab.view(12)
+        h_lab.reshape(4, 3)
+        h_lab.t().reshape(12)
+        h_lab.t().contiguous()
+    lab_names = [e.name for e in lab_prof.events()]
+    # PyTorch's clone allocates with empty_like (then empty); the lab has neither and calls empty;
+    # and `contiguous` dispatches aten::contiguous first (the lab's Tensor.contiguous calls clone).
+    expected = [n for n in names if n not in ("aten::empty_like", "aten::contiguous")]
+    assert lab_names == expected
+
+
+# ------------------------------------------------------------------ 7. the notebook cells of VIEWS_ATEN_CELLS.md
+
+CELLS = Path(__file__).resolve().parents[1] / "VIEWS_ATEN_CELLS.md"
+
+
+def _cells_with_outputs() -> list[tuple[str, str]]:
+    blocks = re.findall(r"```(python|text)\n(.*?)```", CELLS.read_text(), flags=re.S)
+    pairs = []
+    for (kind, code), (next_kind, output) in zip(blocks, blocks[1:]):
+        if kind == "python" and next_kind == "text":
+            pairs.append((code, output))
+    return pairs
+
+
+@pytest.mark.skipif(not CELLS.exists(), reason="VIEWS_ATEN_CELLS.md was moved into notebook 10")
+def test_views_cells_print_their_stored_outputs():
+    import contextlib
+    import io
+
+    namespace: dict = {}
+    pairs = _cells_with_outputs()
+    assert len(pairs) == 7
+    for code, expected in pairs:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(code, namespace)
+        assert out.getvalue() == expected, code
