@@ -4,6 +4,7 @@ indexing. The lab alone first (what a learner relies on), then twins against PyT
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 from pathlib import Path
@@ -630,7 +631,7 @@ CELLS = Path(__file__).resolve().parents[1] / "VIEWS_ATEN_CELLS.md"
 def _cells_with_outputs() -> list[tuple[str, str]]:
     blocks = re.findall(r"```(python|text)\n(.*?)```", CELLS.read_text(), flags=re.S)
     pairs = []
-    for (kind, code), (next_kind, output) in zip(blocks, blocks[1:]):
+    for (kind, code), (next_kind, output) in itertools.pairwise(blocks):
         if kind == "python" and next_kind == "text":
             pairs.append((code, output))
     return pairs
