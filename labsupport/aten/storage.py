@@ -7,11 +7,12 @@ and offset, no data copied.
 
 The lab keeps a tensor's ``_data`` a numpy array, so every existing kernel keeps working; a view's
 ``_data`` is a numpy strided view onto the same buffer. The *storage* of a tensor is the numpy array
-that owns the memory (``_data``'s root ``base``); strides and offset are read off the numpy array
-when asked (nothing is stored for an ordinary tensor, so creating one costs nothing extra).
-Two things numpy cannot say are kept in the ``_geometry`` slot, set only by the view kernels:
-the strides and offset of a meta tensor (no data) and of a view with zero elements (numpy reports
-zero strides for those).
+that owns the memory (``_data``'s root ``base``). For an ordinary tensor nothing more is stored (so
+creating one costs nothing extra): its strides are read off the numpy array when asked, and its
+offset is 0. A view made by the view kernels also records its geometry in the ``_geometry`` slot,
+``(strides, storage offset, storage elements)``: it is what a meta tensor (no data) and a view with
+zero elements (numpy reports zero strides for those) could not tell otherwise, and it spares reading
+addresses off numpy for every view.
 """
 
 from __future__ import annotations
@@ -67,7 +68,13 @@ def tensor_strides(t: TensorBase) -> tuple[int, ...]:
     if geometry is not None:
         return geometry[0]
     data = t._data
-    if data is None or data.size == 0:
+    if data is None:
+        value = getattr(t, "_bt_value", None)
+        if value is not None:  # a functorch BatchedTensor: its value's strides, batch dim left out
+            strides = tensor_strides(value)
+            return strides[: t._bt_bdim] + strides[t._bt_bdim + 1 :]
+        return contiguous_strides(t._sizes)
+    if data.size == 0:
         return contiguous_strides(t._sizes)
     itemsize = data.itemsize
     return tuple(s // itemsize for s in data.strides)
@@ -80,6 +87,9 @@ def tensor_storage_offset(t: TensorBase) -> int:
         return geometry[1]
     data = t._data
     if data is None:
+        value = getattr(t, "_bt_value", None)  # a functorch BatchedTensor: its value's offset
+        return 0 if value is None else tensor_storage_offset(value)
+    if data.base is None:
         return 0
     return (_address(data) - _address(storage_root(data))) // data.itemsize
 
@@ -87,7 +97,7 @@ def tensor_storage_offset(t: TensorBase) -> int:
 def storage_nelements(t: TensorBase) -> int:
     """How many elements the tensor's storage holds."""
     geometry = getattr(t, "_geometry", None)
-    if geometry is not None and t._data is None:
+    if geometry is not None:
         return geometry[2]
     if t._data is None:
         return math.prod(t._sizes)
@@ -155,19 +165,25 @@ class UntypedStorage:
         return f"UntypedStorage(nbytes={self.nbytes()}, data_ptr={self.data_ptr():#x})"
 
 
-def strided_array(data: np.ndarray, sizes: Sequence[int], strides: Sequence[int], offset: int) -> np.ndarray:
-    """A numpy view of ``data``'s storage with the given sizes, strides and offset (in elements).
+def strided_array(
+    data: np.ndarray, sizes: Sequence[int], strides: Sequence[int], offset: int, root: np.ndarray | None = None
+) -> np.ndarray:
+    """A numpy view of ``data``'s storage (``root``, found when not given) with the given sizes,
+    strides and offset (in elements).
 
     Stands for ``TensorImpl::set_sizes_and_strides`` on a tensor that shares ``data``'s Storage.
     The caller has checked that the window lies inside the storage.
     """
-    root = storage_root(data)
+    if root is None:
+        root = storage_root(data)
     if not (root.flags.c_contiguous or root.flags.f_contiguous):
         flat = root.ravel(order="K")
         if not np.shares_memory(flat, root):  # pragma: no cover - a storage is always one dense block
             raise RuntimeError("the lab cannot view a numpy array that does not own a dense buffer")
         root = flat
     itemsize = data.itemsize
+    if 0 in sizes:  # no element to reach: numpy refuses offsets past the end, so anchor at 0
+        offset = 0  # (the caller keeps the real offset in ``_geometry``)
     return np.ndarray(
         tuple(sizes), dtype=data.dtype, buffer=root, offset=offset * itemsize,
         strides=tuple(s * itemsize for s in strides),

@@ -339,8 +339,8 @@ class TensorBase:
                          that the cached TensorIterator set-up (tensor_iterator.py) depends on
     ``_wrapped_number``  a Python number the binding wrapped into a 0-dim tensor (lowest promotion tier);
                          a property over bit 0 of ``_tkey``
-    ``_geometry``        (strides, storage offset, storage elements), set only where numpy cannot tell:
-                         meta views and zero-element views (labsupport/aten/storage.py); unset otherwise
+    ``_geometry``        (strides, storage offset, storage elements) of a view made by a view kernel
+                         (labsupport/aten/storage.py); unset for an ordinary tensor
 
     Strides, storage offset and the storage are read off ``_data`` (a numpy array, for a view a
     strided numpy view of the same buffer) when asked: see labsupport/aten/storage.py.
@@ -509,6 +509,9 @@ class TensorBase:
         t = type(self)._make(self._data, self._sizes, self._dtype, self._device)
         t._ks = self._ks
         t._version_counter = self._version_counter
+        geometry = getattr(self, "_geometry", None)
+        if geometry is not None:  # the same window onto the same storage (labsupport/aten/storage.py)
+            t._geometry = geometry
         return t
 
     # -- getting data out --

@@ -30,6 +30,7 @@ import numpy as np
 
 from labsupport.aten import dtype as dtypes
 from labsupport.aten.dtype import round_to_bfloat16
+from labsupport.aten.memory_overlap import assert_no_internal_overlap
 from labsupport.aten.native.fill import checked_convert
 from labsupport.aten.tensor import TensorBase, tensor_device
 
@@ -216,7 +217,10 @@ def _copy_to(dst: TensorBase, src: TensorBase, number: bool | int | float | None
         return
     if not src._sizes and src._device.type == "cpu":
         if number is not None:
-            api.fill_(dst, number)  # PyTorch: fill_.Tensor(dst, src)
+            # PyTorch: fill_.Tensor(dst, src), whose CPU kernel is a copy_ (so it refuses to write an
+            # expanded dst, which fill_.Scalar would allow)
+            assert_no_internal_overlap(dst)
+            api.fill_(dst, number)
         else:
             api.copy_(dst, src, False)  # PyTorch: fill_.Tensor; copy_ broadcasts the same value
         return

@@ -59,10 +59,10 @@ def alias_with_sizes_and_strides(
         out = make_tensor(type(self), None, sizes, self._dtype, self._device)
         out._geometry = (strides, storage_offset, storage_nelements(self))
     else:
-        array = strided_array(data, sizes, strides, storage_offset)
-        out = make_tensor(type(self), array, sizes, self._dtype, self._device)
-        if array.size == 0:  # numpy forgets strides of empty arrays
-            out._geometry = (strides, storage_offset, storage_root(data).size)
+        root = storage_root(data)
+        out = make_tensor(type(self), strided_array(data, sizes, strides, storage_offset, root), sizes,
+                          self._dtype, self._device)
+        out._geometry = (strides, storage_offset, root.size)
     out._ks = self._ks
     return out
 
@@ -75,11 +75,7 @@ def set_sizes_and_strides(
     view_ = alias_with_sizes_and_strides(self, sizes, strides, storage_offset)
     self._data = view_._data
     self._sizes = view_._sizes
-    geometry = getattr(view_, "_geometry", None)
-    if geometry is not None:
-        self._geometry = geometry
-    elif getattr(self, "_geometry", None) is not None:
-        del self._geometry
+    self._geometry = view_._geometry
     return self
 
 
