@@ -613,3 +613,69 @@ def test_pytorch_raises_when_a_stale_view_grad_fn_is_read(torch_ref):
     assert lab_v.grad_fn is None
     with pytest.raises(RuntimeError, match="its base or another view of its base has been modified inplace"):
         lab_v.mul(2)
+
+
+# ---------------------------------------------------------------- section 3, ATen half (cells written by h20)
+
+
+@claim("nb10.view_kernels_composite")
+def test_view_kernels_composite_or_per_backend(torch_ref):
+    for op in ("t", "transpose.int", "select.int", "slice.Tensor", "expand", "unsqueeze", "squeeze"):
+        dump = torch_ref._C._dispatch_dump(f"aten::{op}")
+        assert "CompositeExplicitAutograd[alias]" in dump and "\nCPU:" not in dump, op
+    for op in ("view", "as_strided"):
+        dump = torch_ref._C._dispatch_dump(f"aten::{op}")
+        assert "\nCPU:" in dump and "\nMeta:" in dump and "CompositeExplicitAutograd[alias]" not in dump, op
+
+
+@claim("nb10.view_geometry")
+def test_view_geometry_matches_pytorch(torch_ref):
+    def table(tm):
+        x = tm.tensor([[float(4 * i + j) for j in range(4)] for i in range(3)])
+        r = tm.tensor([[10.0, 20.0, 30.0, 40.0]])
+        views = [x.t(), x[1], x[1:3], x[:, 1:3], x[::2], x.view(4, 3), x.unsqueeze(1), r.expand(3, 4),
+                 x.as_strided((2, 2), (1, 4), 1)]
+        return [(tuple(v.shape), tuple(v.stride()), v.storage_offset(), v.is_contiguous()) for v in views]
+
+    assert table(lab_torch) == table(torch_ref)
+
+
+@claim("nb10.expand_inplace_overlap")
+def test_expand_inplace_overlap_error(torch_ref):
+    words = []
+    for tm in (torch_ref, lab_torch):
+        with pytest.raises(RuntimeError) as error:
+            tm.zeros(3, 4).expand(2, 3, 4).add_(1)
+        words.append(str(error.value))
+    assert words[0] == words[1] == (
+        "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+        "location. Please clone() the tensor before performing the operation."
+    )
+
+
+@claim("nb10.view_needs_compatible_strides")
+def test_view_vs_reshape(torch_ref):
+    x = torch_ref.arange(12.0).reshape(3, 4).clone()
+    with pytest.raises(RuntimeError, match=re.escape("view size is not compatible with input tensor's size and stride")):
+        x.t().view(12)
+    same = lambda a, b: a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()  # noqa: E731
+    assert not same(x.t().reshape(12), x) and same(x.reshape(12), x) and x.contiguous() is x
+
+
+@claim("nb10.indexing_is_view_ops")
+def test_indexing_calls_select_unsqueeze_slice(torch_ref):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    x = torch_ref.arange(12.0).reshape(3, 4).clone()
+    with Log() as log:
+        x[1, None, ::2]
+    assert log.seen == ["aten.select.int", "aten.unsqueeze.default", "aten.slice.Tensor"]
