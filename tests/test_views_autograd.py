@@ -167,7 +167,7 @@ def test_dead_views_leave_the_table():
     assert len(variable._VIEW_META) == before + 3
     del views
     assert len(variable._VIEW_META) == before
-    assert id(x) not in variable._LIVE_VIEWS
+    assert id(x._version_counter) not in variable._LIVE_VIEWS
 
 
 # ---------------------------------------------------------------- twins: scripted scenarios
@@ -393,10 +393,15 @@ class Chain:
         for t in pool:
             base = t._base
             base_at = None if base is None else next((i for i, p in enumerate(pool) if p is base), "outside")
+            lab_side = isinstance(t, labsupport.aten.tensor.TensorBase)
+            plain = t.grad_fn if lab_side else None  # the lab's attribute, before any lazy refresh
             try:
                 name = grad_fn_name(t)
             except RuntimeError as exc:  # a view that may not be rebuilt: record it and look at the others
                 name = message(exc)
+            else:
+                # the lab refreshes views eagerly: its plain attribute must already be what PyTorch reads
+                assert not lab_side or t.grad_fn is plain, f"stale grad_fn attribute on pool[{len(rows)}]"
             rows.append((t._is_view(), base_at, t._version, t.requires_grad, name, tuple(t.shape)))
         return rows
 

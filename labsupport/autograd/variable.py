@@ -66,7 +66,7 @@ class DifferentiableViewMeta:
     version of the shared counter when ``grad_fn`` was last set; ``pending`` holds the error PyTorch
     would raise on the next ``grad_fn`` read (see the module docstring)."""
 
-    __slots__ = ("base", "creation_meta", "attr_version", "pending", "view", "key", "__weakref__")
+    __slots__ = ("base", "creation_meta", "attr_version", "pending", "view", "key", "counter_key", "__weakref__")
 
     def __init__(self, base: Any, view: Any, creation_meta: CreationMeta) -> None:
         self.base = base
@@ -75,25 +75,27 @@ class DifferentiableViewMeta:
         self.pending: str | None = None
         self.view = weakref.ref(view, self._forget)
         self.key = id(view)
+        self.counter_key = id(view._version_counter)  # the counter it shares with its base
 
     def _forget(self, _ref: weakref.ref) -> None:
         """The view died: drop its record (the table must not hand it to a new tensor with the same id)."""
         if _VIEW_META.get(self.key) is self:
             del _VIEW_META[self.key]
-        siblings = _LIVE_VIEWS.get(id(self.base))
+        siblings = _LIVE_VIEWS.get(self.counter_key)
         if siblings is not None:
             try:
                 siblings.remove(self)
             except ValueError:
                 pass
             if not siblings:
-                del _LIVE_VIEWS[id(self.base)]
+                del _LIVE_VIEWS[self.counter_key]
 
     def __repr__(self) -> str:
         return f"DifferentiableViewMeta(creation_meta={self.creation_meta.name}, attr_version={self.attr_version})"
 
 
-# id(view tensor) -> its record; id(root base) -> records of its live views (for refresh_views).
+# id(view tensor) -> its record; id(shared version counter) -> records of the live views on it (for
+# refresh_views: the counter, not the base, so that an in-place op through a detach()ed alias finds them).
 _VIEW_META: dict[int, DifferentiableViewMeta] = {}
 _LIVE_VIEWS: dict[int, list[DifferentiableViewMeta]] = {}
 
@@ -126,7 +128,7 @@ def as_view(base: Any, tensor: Any, creation_meta: CreationMeta = CreationMeta.D
     tensor._version_counter = base._version_counter
     meta = DifferentiableViewMeta(base, tensor, creation_meta)
     _VIEW_META[id(tensor)] = meta
-    _LIVE_VIEWS.setdefault(id(base), []).append(meta)
+    _LIVE_VIEWS.setdefault(meta.counter_key, []).append(meta)
     # DifferentiableViewMeta::requires_grad(): a view requires grad when its base does.
     if base.requires_grad:
         tensor.requires_grad = True
@@ -226,21 +228,23 @@ def grad_fn(tensor: Any) -> Any:
     return tensor.grad_fn
 
 
-def refresh_views(tensor: Any) -> None:
-    """Bring every live view that shares ``tensor``'s storage up to date after an in-place op (the lab's
-    eager stand-in for PyTorch's lazy ``grad_fn`` refresh)."""
-    meta = _VIEW_META.get(id(tensor))
-    root = tensor if meta is None else meta.base
-    views = _LIVE_VIEWS.get(id(root))
+def refresh_views(tensor: Any, rebased: bool = False) -> None:
+    """Bring every live view that shares ``tensor``'s version counter up to date after an in-place op
+    (the lab's eager stand-in for PyTorch's lazy ``grad_fn`` refresh). Called twice for a recorded
+    in-place op: by the ADInplaceOrView kernel after the bump, and by ``rebase_history`` once the base has
+    its new ``grad_fn`` (``rebased``: every view must point at it, even those refreshed a moment ago)."""
+    views = _LIVE_VIEWS.get(id(tensor._version_counter))
     if not views:
         return
-    requires_grad = root.requires_grad
     for view_meta in list(views):
         view = view_meta.view()
-        if view is not None:
-            if requires_grad:
-                view.requires_grad = True  # DifferentiableViewMeta::requires_grad() follows the base
-            refresh_view(view, view_meta, eager=True)
+        if view is None:
+            continue
+        if view_meta.base.requires_grad:
+            view.requires_grad = True  # DifferentiableViewMeta::requires_grad() follows the base
+        if rebased:
+            view_meta.attr_version = -1
+        refresh_view(view, view_meta, eager=True)
 
 
 # --- the Python properties (torch/csrc/autograd/python_variable.cpp) --------------------------------

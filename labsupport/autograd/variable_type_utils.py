@@ -15,7 +15,6 @@ from labsupport.autograd.variable import (
     as_view,
     creation_meta_for_mode,
     handle_view_on_rebase,
-    refresh_view,
     refresh_views,
 )
 
@@ -57,18 +56,19 @@ def rebase_history(tensor: Any, grad_fn: Node | None) -> None:
             base.grad_fn = copy_slices
             base._output_nr = 0
             base.requires_grad = True
-            meta.attr_version = -1  # force the rebuild of the view's grad_fn (`self.grad_fn()` in C++)
-            refresh_view(tensor, meta)
+            # the view's own grad_fn is rebuilt below with the others (`self.grad_fn()` in C++)
         else:
             tensor.grad_fn = grad_fn
             tensor._output_nr = 0
             tensor.requires_grad = True
-    refresh_views(tensor)
+        refresh_views(tensor, rebased=True)
 
 
 def increment_version(tensor: Any) -> None:
-    """Bump the version counter of a tensor an op wrote to (``VariableVersion::bump``)."""
+    """Bump the version counter of a tensor an op wrote to (``VariableVersion::bump``), then refresh the
+    live views on that counter (lab-only: PyTorch refreshes a view when its ``grad_fn`` is next read)."""
     tensor._version_counter.value += 1
+    refresh_views(tensor)
 
 
 def saved_copy(tensor: Any) -> Any:
