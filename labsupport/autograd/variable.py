@@ -14,9 +14,10 @@ What the lab simplifies:
 * PyTorch keeps the view record in the tensor's ``autograd_meta_``; the lab keeps it in a table keyed by
   the tensor (entries leave the table when the tensor dies), because ``TensorBase``'s slots belong to ATen.
 * PyTorch rebuilds a stale view's ``grad_fn`` lazily, when ``grad_fn`` is read; the lab's ``grad_fn``
-  is a plain attribute, so it rebuilds every live view of the base at the end of each in-place op
-  (``refresh_views``). The errors PyTorch raises while rebuilding are raised by the lab the next time
-  autograd uses the view (an op that records it, an in-place op on it, ``backward``).
+  is a plain attribute, so it rebuilds every live view on the shared version counter right after each
+  bump and again once an in-place op has given the base its new history (``refresh_views``). The errors
+  PyTorch raises while rebuilding are raised by the lab the next time autograd uses the view (an op that
+  records it, an in-place op on it, ``backward``) or ``grad_fn(view)`` reads it.
 * No ``view_func`` replay and no forward-mode views: on CPU PyTorch also rebuilds with ``as_strided``.
 """
 
