@@ -200,6 +200,7 @@ SCENARIOS = {
     "view_of_inference_view": lambda tm, s: _inference_view(tm).select(0, 0).mul_(2),
     "nograd_leaf_view_inplace_ok": lambda tm, s: _under(tm.no_grad(), lambda: leaf(tm).select(0, 0).add_(1))._version,
     "out_requires_grad": lambda tm, s: tm.add(leaf(tm), 1, out=tm.zeros(3, 4)),
+    "out_bumps_a_saved_tensor": lambda tm, s: _out_into_saved(tm),
 }
 
 
@@ -207,6 +208,13 @@ def _nograd_view(tm, make, rg=True):
     h = leaf(tm).mul(1) if rg else leaf(tm, requires_grad=False)
     with tm.no_grad():
         return make(h)
+
+
+def _out_into_saved(tm):
+    w, x = leaf(tm), leaf(tm, requires_grad=False)
+    y = w.mul(x)  # saves x
+    tm.add(x.select(0, 0), 1, out=x.select(0, 0))  # an out= op through a view bumps x's counter too
+    y.sum().backward()
 
 
 def _inference_view(tm):

@@ -11,6 +11,9 @@ backward it copies the incoming gradient for ``h``, runs ``MulBackward0`` on the
 and writes the result back into that slice. ``v.grad_fn`` becomes an ``AsStridedBackward0`` into ``h``.
 
 The lab does the strided arithmetic with numpy index arrays (PyTorch uses ``as_strided`` on a buffer).
+PyTorch's rebuilt node is ``generated::AsStridedBackward0``, the class ``x.as_strided(...)`` records; the
+lab's is the hand-written class below with the same name, because each build generates its own node
+classes while this autograd code is shared by all builds.
 """
 
 from __future__ import annotations
