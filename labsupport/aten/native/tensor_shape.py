@@ -93,7 +93,9 @@ def view(self: TensorBase, size: Sequence[int]) -> TensorBase:
     return alias_with_sizes_and_strides(self, inferred, stride)
 
 
-def _set_strided_checks(self: TensorBase, size: Sequence[int], stride: Sequence[int], offset: int) -> None:
+def _set_strided_checks(
+    self: TensorBase, size: Sequence[int], stride: Sequence[int], offset: int, check_bounds: bool = True
+) -> None:
     """``setStrided`` (TensorShape.cpp): lengths, non-negative strides, bounds, then the offset."""
     if len(size) != len(stride):
         raise RuntimeError("mismatch in length of strides and shape")
@@ -101,7 +103,8 @@ def _set_strided_checks(self: TensorBase, size: Sequence[int], stride: Sequence[
         raise RuntimeError(
             f"as_strided: Negative strides are not supported at the moment, got strides: {format_list(stride)}"
         )
-    check_in_bounds_for_storage(size, stride, offset, self._dtype.itemsize, storage_nelements(self))
+    if check_bounds:
+        check_in_bounds_for_storage(size, stride, offset, self._dtype.itemsize, storage_nelements(self))
     if offset < 0:
         raise RuntimeError(f"Tensor: invalid storage offset {offset}")
 
@@ -119,8 +122,12 @@ def as_strided_tensorimpl(
 def as_strided_tensorimpl_meta_symint(
     self: TensorBase, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None
 ) -> TensorBase:
-    """``at::native::as_strided_tensorimpl_meta_symint`` (Meta): the same checks, no data."""
-    return as_strided_tensorimpl(self, size, stride, storage_offset)
+    """``at::native::as_strided_tensorimpl_meta_symint`` (Meta): the same checks except the storage
+    bounds (a meta storage has no memory to overrun, and PyTorch 2.13 does not check them), no data."""
+    offset = tensor_storage_offset(self) if storage_offset is None else storage_offset
+    size, stride = tuple(size), tuple(stride)
+    _set_strided_checks(self, size, stride, offset, check_bounds=False)
+    return alias_with_sizes_and_strides(self, size, stride, offset)
 
 
 # --- CompositeExplicitAutograd kernels (take the build's API ``at`` first) ---------------------------
