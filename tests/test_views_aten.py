@@ -631,6 +631,45 @@ def test_composite_view_call_trees_agree_with_pytorch(torch_ref):
     assert lab_names == expected
 
 
+def _formulas_imported() -> bool:
+    functions = vars(lab.torch._build.autograd_functions)
+    return all(n in functions for n in ("select_backward_symint", "slice_backward_wrapper", "unsqueeze_to",
+                                        "as_strided_backward", "TensorGeometry"))
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("seed", range(60))
+def test_random_gradients_through_view_chains_agree_with_pytorch(torch_ref, seed):
+    """Backward through a random chain of views: the same grad for the leaf. Ops whose backward needs
+    FunctionsManual helpers (select, slice, squeeze, as_strided, indexing) join once the generated
+    autograd functions import them (gen_autograd, the autograd side's work)."""
+    rng = random.Random(1000 + seed)
+    allowed = {"view", "reshape", "t", "transpose", "expand", "unsqueeze", "alias", "permute_by_transposes"}
+    if _formulas_imported():
+        allowed |= {"select", "slice", "squeeze", "as_strided", "index"}
+    shape = tuple(rng.randint(1, 4) for _ in range(rng.randint(1, 3)))
+    data = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
+    leaves = [Mod(torch).tensor(data).requires_grad_(), Mod(torch_ref).tensor(data).requires_grad_()]
+    results = [leaf for leaf in leaves]
+    steps = []
+    for _ in range(rng.randint(1, 4)):
+        op, args = _random_step(rng, tuple(results[1].shape))
+        if op not in allowed:
+            continue
+        ref, err = _outcome(lambda: _apply(Mod(torch_ref), results[1], op, args))  # noqa: B023
+        if err is not None:
+            continue
+        steps.append((op, args))
+        results = [_apply(Mod(torch), results[0], op, args), ref]
+    grads = []
+    for mod, leaf, out in zip((torch, torch_ref), leaves, results):
+        weights = mod.tensor(np.arange(1.0, 1.0 + int(np.prod(tuple(out.shape)))).reshape(tuple(out.shape)))
+        (out * weights).sum().backward()
+        grads.append(leaf.grad.numpy())
+    # an expanded input's gradient is split evenly and summed back: equal up to rounding
+    assert grads[0].shape == grads[1].shape and np.allclose(grads[0], grads[1], rtol=1e-12, atol=0), steps
+
+
 # ------------------------------------------------------------------ 7. the notebook cells of VIEWS_ATEN_CELLS.md
 
 CELLS = Path(__file__).resolve().parents[1] / "VIEWS_ATEN_CELLS.md"
