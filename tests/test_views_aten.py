@@ -656,7 +656,7 @@ def test_random_gradients_through_view_chains_agree_with_pytorch(torch_ref, seed
         op, args = _random_step(rng, tuple(results[1].shape))
         if op not in allowed:
             continue
-        ref, err = _outcome(lambda: _apply(Mod(torch_ref), results[1], op, args))  # noqa: B023
+        ref, err = _outcome(lambda: _apply(Mod(torch_ref), results[1], op, args))
         if err is not None:
             continue
         steps.append((op, args))
