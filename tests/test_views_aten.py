@@ -43,6 +43,13 @@ def test_strides_of_empty_size_one_and_scalar_tensors_are_pytorchs(shape, stride
     assert contiguous_strides(shape) == strides
 
 
+def test_untyped_storage_compares_equal_exactly_when_shared():
+    x = torch.zeros(3, 4)
+    assert x.t().untyped_storage() == x.untyped_storage() == x[1:].untyped_storage()
+    assert x.clone().untyped_storage() != x.untyped_storage()
+    assert x[2].data_ptr() - x.data_ptr() == 2 * 4 * x.element_size()
+
+
 def test_meta_tensors_have_geometry_too():
     m = torch.zeros(3, 4, device="meta")
     assert m.stride() == (4, 1) and m.storage_offset() == 0 and m.data_ptr() == 0

@@ -145,7 +145,7 @@ def expand(at: Any, self: TensorBase, size: Sequence[int], implicit: bool = Fals
     tensor_strides_ = tensor_strides(self)
     ndim, tensor_dim = len(size), len(tensor_sizes)
     if tensor_dim == 0:
-        return at.as_strided(self, size, (0,) * ndim, None)
+        return at.Tensor.as_strided(self, size, (0,) * ndim, None)
     sizes_out = [0] * ndim
     strides_out = [0] * ndim
     for i in range(ndim - 1, -1, -1):
@@ -169,7 +169,7 @@ def expand(at: Any, self: TensorBase, size: Sequence[int], implicit: bool = Fals
                 )
             have, stride = target, 0
         sizes_out[i], strides_out[i] = have, stride
-    return at.as_strided(self, sizes_out, strides_out, None)
+    return at.Tensor.as_strided(self, sizes_out, strides_out, None)
 
 
 def transpose(at: Any, self: TensorBase, dim0: int, dim1: int) -> TensorBase:
@@ -178,12 +178,12 @@ def transpose(at: Any, self: TensorBase, dim0: int, dim1: int) -> TensorBase:
     dim0 = maybe_wrap_dim(dim0, ndim)
     dim1 = maybe_wrap_dim(dim1, ndim)
     if dim0 == dim1:
-        return at.alias(self)
+        return at.Tensor.alias(self)
     sizes = list(self._sizes)
     strides = list(tensor_strides(self))
     sizes[dim0], sizes[dim1] = sizes[dim1], sizes[dim0]
     strides[dim0], strides[dim1] = strides[dim1], strides[dim0]
-    return at.as_strided(self, sizes, strides, tensor_storage_offset(self))
+    return at.Tensor.as_strided(self, sizes, strides, tensor_storage_offset(self))
 
 
 def t(at: Any, self: TensorBase) -> TensorBase:
@@ -191,7 +191,7 @@ def t(at: Any, self: TensorBase) -> TensorBase:
     ndim = len(self._sizes)
     if ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {ndim}D")
-    return at.transpose(self, 0, 0 if ndim < 2 else 1)
+    return at.Tensor.transpose(self, 0, 0 if ndim < 2 else 1)
 
 
 def select_symint(at: Any, self: TensorBase, dim: int, index: int) -> TensorBase:
@@ -211,7 +211,7 @@ def select_symint(at: Any, self: TensorBase, dim: int, index: int) -> TensorBase
     sizes = list(self._sizes)
     offset = tensor_storage_offset(self) + index * strides[dim]
     del sizes[dim], strides[dim]
-    return at.as_strided(self, sizes, strides, offset)
+    return at.Tensor.as_strided(self, sizes, strides, offset)
 
 
 def slice(  # PyTorch's name (shadows the builtin in this module only)
@@ -244,7 +244,7 @@ def slice(  # PyTorch's name (shadows the builtin in this module only)
     offset = tensor_storage_offset(self) + start_val * strides[dim]
     sizes[dim] = (end_val - start_val + step - 1) // step
     strides[dim] *= step
-    return at.as_strided(self, sizes, strides, offset)
+    return at.Tensor.as_strided(self, sizes, strides, offset)
 
 
 def unsqueeze(at: Any, self: TensorBase, dim: int) -> TensorBase:
@@ -256,7 +256,7 @@ def unsqueeze(at: Any, self: TensorBase, dim: int) -> TensorBase:
     new_stride = 1 if dim >= ndim else sizes[dim] * strides[dim]
     sizes.insert(dim, 1)
     strides.insert(dim, new_stride)
-    return at.as_strided(self, sizes, strides, None)
+    return at.Tensor.as_strided(self, sizes, strides, None)
 
 
 def _squeeze_dims(self: TensorBase, dim: int | Sequence[int] | None) -> set[int]:
@@ -281,7 +281,7 @@ def squeeze(at: Any, self: TensorBase, dim: int | Sequence[int] | None = None) -
     strides = tensor_strides(self)
     sizes = [n for d, n in enumerate(self._sizes) if d not in drop]
     kept = [s for d, s in enumerate(strides) if d not in drop]
-    return at.as_strided(self, sizes, kept, None)
+    return at.Tensor.as_strided(self, sizes, kept, None)
 
 
 def alias(at: Any, self: TensorBase) -> TensorBase:
@@ -332,5 +332,5 @@ def reshape_symint(at: Any, self: TensorBase, shape: Sequence[int]) -> TensorBas
     inferred = infer_size(shape, self.numel())
     if compute_stride(self._sizes, tensor_strides(self), inferred) is not None:
         return at.Tensor.view(self, shape)
-    copy = at.clone(self, "contiguous_format")
+    copy = at.Tensor.clone(self, "contiguous_format")
     return at._unsafe_view(copy, inferred)
