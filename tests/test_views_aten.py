@@ -552,6 +552,35 @@ def test_in_place_overlap_errors_agree_with_pytorch(torch_ref, expr):
     assert results[0] == results[1]
 
 
+OUT_INTO_VIEWS = {
+    "mm out=t()": lambda m, base, a, b: m.mm(a, b, out=base[:2, :3].t()),
+    "mm out=strided": lambda m, base, a, b: m.mm(a, b, out=base[1:4, ::3]),
+    "sum out=row": lambda m, base, a, b: m.sum(a, 1, out=base[3, 1:4]),
+    "neg out=block": lambda m, base, a, b: m.neg(a, out=base[:3, 2:6]),
+    "add out= resized view": lambda m, base, a, b: m.add(a, 1, out=base[0, :2]),
+    "mul_ view by view": lambda m, base, a, b: base[1:3, 1:3].mul_(base[1:3, 3:5]),
+    "add_ broadcast into column": lambda m, base, a, b: base[:, 0].add_(a[:, 0].sum()),
+}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("name", list(OUT_INTO_VIEWS))
+def test_out_and_in_place_into_views_agree_with_pytorch(torch_ref, name):
+    import warnings
+
+    results = []
+    for mod in (torch, torch_ref):
+        base = mod.tensor(np.arange(24.0).reshape(4, 6))
+        a = mod.tensor(np.arange(12.0).reshape(3, 4))
+        b = mod.tensor(np.arange(8.0).reshape(4, 2))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got, err = _outcome(lambda: OUT_INTO_VIEWS[name](mod, base, a, b))
+        words = [str(w.message)[:60] for w in caught]
+        results.append((err, words, None if got is None else _geometry(got, base), base.tolist()))
+    assert results[0] == results[1]
+
+
 # Keys whose kernels come from parts of PyTorch the lab does not model (functionalization, the
 # conjugate/negative/zero-tensor views, legacy Batched rules, sparse/quantized/nested backends).
 NOT_MODELED = re.compile(
