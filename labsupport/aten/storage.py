@@ -74,7 +74,9 @@ def tensor_strides(t: TensorBase) -> tuple[int, ...]:
             strides = tensor_strides(value)
             return strides[: t._bt_bdim] + strides[t._bt_bdim + 1 :]
         return contiguous_strides(t._sizes)
-    if data.size == 0:
+    if data.size == 0 or data.ndim != len(t._sizes):
+        # numpy reports zero strides for empty arrays; and a kernel that stored a 0-dim result as a
+        # 1-element array (np.ascontiguousarray makes 0-dim arrays 1-D) holds it contiguously anyway
         return contiguous_strides(t._sizes)
     itemsize = data.itemsize
     return tuple(s // itemsize for s in data.strides)

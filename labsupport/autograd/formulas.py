@@ -150,9 +150,15 @@ def as_strided_backward(grad: Any, input_geometry: Any, sizes: Any, strides: Any
         return type(grad)._make(None, in_sizes, grad._dtype, grad._device)
     buffer = np.zeros(max(extent, 1), dtype=grad._data.dtype)
     out_index = _flat_indices(tuple(sizes), tuple(strides), offset)
-    np.add.at(buffer, out_index, grad._data)
+    np.add.at(buffer, out_index.ravel(), np.reshape(grad._data, out_index.shape).ravel())
     in_index = _flat_indices(in_sizes, in_strides, geometry.storage_offset)
-    result = np.ascontiguousarray(buffer[in_index])
+    # Input elements that share a memory location (an expanded input) split its gradient evenly.
+    count = np.zeros(buffer.shape, dtype=np.int64)
+    np.add.at(count, in_index.ravel(), 1)
+    shared = count > 1
+    if shared.any():
+        buffer[shared] /= count[shared]
+    result = np.array(buffer[in_index])  # a fresh contiguous array (0-dim stays 0-dim)
     return type(grad)._make(result, in_sizes, grad._dtype, grad._device)
 
 

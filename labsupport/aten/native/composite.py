@@ -2,7 +2,8 @@
 other operators.
 
 Stands for the kernels ``native_functions.yaml`` lists under ``CompositeExplicitAutograd`` (``randn``
-in TensorFactories.cpp, ``sum`` in ReduceOps.cpp, ``expand`` in TensorShape.cpp, ...). Each takes the
+in TensorFactories.cpp, ``sum`` in ReduceOps.cpp, ...; the view ops of TensorShape.cpp are in
+tensor_shape.py). Each takes the
 build's functions API as ``at`` first: the lab can hold several builds in one process, and a
 composite kernel must call the operators of its own build (so those calls are dispatched again and
 show up in the profiler, as ``aten::randn -> aten::empty, aten::normal_`` do in PyTorch).

@@ -93,7 +93,9 @@ def view(self: TensorBase, size: Sequence[int]) -> TensorBase:
     return alias_with_sizes_and_strides(self, inferred, stride)
 
 
-def _set_strided_checks(self: TensorBase, size: Sequence[int], stride: Sequence[int], offset: int) -> None:
+def _set_strided_checks(
+    self: TensorBase, size: Sequence[int], stride: Sequence[int], offset: int, check_bounds: bool = True
+) -> None:
     """``setStrided`` (TensorShape.cpp): lengths, non-negative strides, bounds, then the offset."""
     if len(size) != len(stride):
         raise RuntimeError("mismatch in length of strides and shape")
@@ -101,7 +103,8 @@ def _set_strided_checks(self: TensorBase, size: Sequence[int], stride: Sequence[
         raise RuntimeError(
             f"as_strided: Negative strides are not supported at the moment, got strides: {format_list(stride)}"
         )
-    check_in_bounds_for_storage(size, stride, offset, self._dtype.itemsize, storage_nelements(self))
+    if check_bounds:
+        check_in_bounds_for_storage(size, stride, offset, self._dtype.itemsize, storage_nelements(self))
     if offset < 0:
         raise RuntimeError(f"Tensor: invalid storage offset {offset}")
 
@@ -119,8 +122,12 @@ def as_strided_tensorimpl(
 def as_strided_tensorimpl_meta_symint(
     self: TensorBase, size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None
 ) -> TensorBase:
-    """``at::native::as_strided_tensorimpl_meta_symint`` (Meta): the same checks, no data."""
-    return as_strided_tensorimpl(self, size, stride, storage_offset)
+    """``at::native::as_strided_tensorimpl_meta_symint`` (Meta): the same checks except the storage
+    bounds (a meta storage has no memory to overrun, and PyTorch 2.13 does not check them), no data."""
+    offset = tensor_storage_offset(self) if storage_offset is None else storage_offset
+    size, stride = tuple(size), tuple(stride)
+    _set_strided_checks(self, size, stride, offset, check_bounds=False)
+    return alias_with_sizes_and_strides(self, size, stride, offset)
 
 
 # --- CompositeExplicitAutograd kernels (take the build's API ``at`` first) ---------------------------
@@ -138,7 +145,7 @@ def expand(at: Any, self: TensorBase, size: Sequence[int], implicit: bool = Fals
     tensor_strides_ = tensor_strides(self)
     ndim, tensor_dim = len(size), len(tensor_sizes)
     if tensor_dim == 0:
-        return at.as_strided(self, size, (0,) * ndim, None)
+        return at.Tensor.as_strided(self, size, (0,) * ndim, None)
     sizes_out = [0] * ndim
     strides_out = [0] * ndim
     for i in range(ndim - 1, -1, -1):
@@ -162,7 +169,7 @@ def expand(at: Any, self: TensorBase, size: Sequence[int], implicit: bool = Fals
                 )
             have, stride = target, 0
         sizes_out[i], strides_out[i] = have, stride
-    return at.as_strided(self, sizes_out, strides_out, None)
+    return at.Tensor.as_strided(self, sizes_out, strides_out, None)
 
 
 def transpose(at: Any, self: TensorBase, dim0: int, dim1: int) -> TensorBase:
@@ -171,12 +178,12 @@ def transpose(at: Any, self: TensorBase, dim0: int, dim1: int) -> TensorBase:
     dim0 = maybe_wrap_dim(dim0, ndim)
     dim1 = maybe_wrap_dim(dim1, ndim)
     if dim0 == dim1:
-        return at.alias(self)
+        return at.Tensor.alias(self)
     sizes = list(self._sizes)
     strides = list(tensor_strides(self))
     sizes[dim0], sizes[dim1] = sizes[dim1], sizes[dim0]
     strides[dim0], strides[dim1] = strides[dim1], strides[dim0]
-    return at.as_strided(self, sizes, strides, tensor_storage_offset(self))
+    return at.Tensor.as_strided(self, sizes, strides, tensor_storage_offset(self))
 
 
 def t(at: Any, self: TensorBase) -> TensorBase:
@@ -184,7 +191,7 @@ def t(at: Any, self: TensorBase) -> TensorBase:
     ndim = len(self._sizes)
     if ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {ndim}D")
-    return at.transpose(self, 0, 0 if ndim < 2 else 1)
+    return at.Tensor.transpose(self, 0, 0 if ndim < 2 else 1)
 
 
 def select_symint(at: Any, self: TensorBase, dim: int, index: int) -> TensorBase:
@@ -204,7 +211,7 @@ def select_symint(at: Any, self: TensorBase, dim: int, index: int) -> TensorBase
     sizes = list(self._sizes)
     offset = tensor_storage_offset(self) + index * strides[dim]
     del sizes[dim], strides[dim]
-    return at.as_strided(self, sizes, strides, offset)
+    return at.Tensor.as_strided(self, sizes, strides, offset)
 
 
 def slice(  # PyTorch's name (shadows the builtin in this module only)
@@ -237,7 +244,7 @@ def slice(  # PyTorch's name (shadows the builtin in this module only)
     offset = tensor_storage_offset(self) + start_val * strides[dim]
     sizes[dim] = (end_val - start_val + step - 1) // step
     strides[dim] *= step
-    return at.as_strided(self, sizes, strides, offset)
+    return at.Tensor.as_strided(self, sizes, strides, offset)
 
 
 def unsqueeze(at: Any, self: TensorBase, dim: int) -> TensorBase:
@@ -249,7 +256,7 @@ def unsqueeze(at: Any, self: TensorBase, dim: int) -> TensorBase:
     new_stride = 1 if dim >= ndim else sizes[dim] * strides[dim]
     sizes.insert(dim, 1)
     strides.insert(dim, new_stride)
-    return at.as_strided(self, sizes, strides, None)
+    return at.Tensor.as_strided(self, sizes, strides, None)
 
 
 def _squeeze_dims(self: TensorBase, dim: int | Sequence[int] | None) -> set[int]:
@@ -274,7 +281,7 @@ def squeeze(at: Any, self: TensorBase, dim: int | Sequence[int] | None = None) -
     strides = tensor_strides(self)
     sizes = [n for d, n in enumerate(self._sizes) if d not in drop]
     kept = [s for d, s in enumerate(strides) if d not in drop]
-    return at.as_strided(self, sizes, kept, None)
+    return at.Tensor.as_strided(self, sizes, kept, None)
 
 
 def alias(at: Any, self: TensorBase) -> TensorBase:
@@ -325,5 +332,5 @@ def reshape_symint(at: Any, self: TensorBase, shape: Sequence[int]) -> TensorBas
     inferred = infer_size(shape, self.numel())
     if compute_stride(self._sizes, tensor_strides(self), inferred) is not None:
         return at.Tensor.view(self, shape)
-    copy = at.clone(self, "contiguous_format")
+    copy = at.Tensor.clone(self, "contiguous_format")
     return at._unsafe_view(copy, inferred)
