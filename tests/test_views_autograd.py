@@ -524,7 +524,9 @@ def test_random_chains_of_views_and_inplace_ops_match_pytorch(torch_ref, seed):
         pytest.param(
             "neg_",
             marks=pytest.mark.xfail(
-                strict=True, reason="ATen side (not autograd): neg_ on a non-contiguous view writes the wrong elements"
+                strict=True,
+                reason="numpy 2.4.6 bug the ATen kernel inherits: np.negative(v, out=v) on a strided float32 view "
+                "reads contiguous memory (a[:, 0] of a (3, 4) array gives [-1, -2, -3])",
             ),
         ),
     ],
