@@ -440,3 +440,242 @@ def test_vmap_interpreter_tls_seen_by_a_batching_rule(torch_ref):
     for key in ("FuncTorchDynamicLayerFrontMode", "Tracer", "Batched", "AutocastCPU"):
         assert key in lab_excluded
     assert "FuncTorchBatched" not in lab_excluded
+
+
+# ---------------------------------------------------------------- section 3: views, ADInplaceOrView, version counters
+
+
+def _adinplaceorview_row(dump_table_text: str) -> str:
+    return next(r for r in dump_table_text.splitlines() if r.startswith("ADInplaceOrView:"))
+
+
+@claim("nb10.views_need_adinplaceorview_without_grad")
+def test_version_counter_matters_for_a_tensor_that_does_not_require_grad(torch_ref):
+    w, x = torch_ref.randn(3, requires_grad=True), torch_ref.ones(3)
+    y = w * x
+    x.add_(1)
+    with pytest.raises(RuntimeError, match=r"\[torch.FloatTensor \[3\]\] is at version 1; expected version 0 instead"):
+        y.sum().backward()
+    assert str(torch_ref._C._dispatch_keys(x)) == "DispatchKeySet(CPU, ADInplaceOrView, AutogradCPU, AutocastCPU)"
+
+
+@claim("nb10.view_shares_storage_and_version")
+def test_view_shares_storage_and_version(torch_ref):
+    for tm in (torch_ref, lab_torch):
+        x = tm.zeros(3, 4)
+        row = x.select(0, 1)
+        assert row._is_view() and row._base is x
+        assert tuple(row.stride()) == (1,) and row.storage_offset() == 4
+        row.add_(1)
+        assert x.tolist()[1] == [1.0] * 4 and (x._version, row._version) == (1, 1)
+
+
+@claim("nb10.one_version_counter")
+def test_one_counter_for_base_views_and_detach(torch_ref):
+    for tm in (torch_ref, lab_torch):
+        x = tm.zeros(3, 4)
+        row, xt, d = x.select(0, 1), x.t(), x.detach()
+        row.add_(1)
+        x.mul_(2)
+        assert (x._version, row._version, xt._version, d._version) == (2, 2, 2, 2)
+        assert not d._is_view() and x.clone()._version == 0
+        assert xt.select(0, 2)._base is x
+
+
+@claim("nb10.view_ops_have_adinplaceorview_kernels")
+def test_adinplaceorview_rows(torch_ref):
+    for op in ("aten::t", "aten::select.int", "aten::view", "aten::as_strided", "aten::add_.Tensor"):
+        assert _adinplaceorview_row(torch_ref._C._dispatch_dump_table(op)).endswith("[kernel]"), op
+        assert _adinplaceorview_row(lab.dispatcher.dump_table(op)).endswith("[kernel]"), op
+    theirs = _adinplaceorview_row(torch_ref._C._dispatch_dump_table("aten::add.Tensor"))
+    assert "fallthrough" in theirs and "fallthrough" in _adinplaceorview_row(lab.dispatcher.dump_table("aten::add.Tensor"))
+
+
+@claim("nb10.below_adinplaceorview")
+def test_below_adinplaceorview_no_bump_no_view(torch_ref):
+    x = torch_ref.zeros(3, 4)
+    with torch_ref._C._AutoDispatchBelowADInplaceOrView():
+        x.add_(1)
+        v = x.view(12)
+    assert x._version == 0 and not v._is_view()
+
+
+@claim("nb10.leaf_inplace_errors")
+def test_leaf_and_view_of_leaf_errors(torch_ref):
+    b = torch_ref.randn(3, 4, requires_grad=True)
+    with pytest.raises(RuntimeError) as leaf_error:
+        b.add_(1)
+    assert str(leaf_error.value) == "a leaf Variable that requires grad is being used in an in-place operation."
+    with pytest.raises(RuntimeError) as view_error:
+        b.select(0, 0).add_(1)
+    assert str(view_error.value) == "a view of a leaf Variable that requires grad is being used in an in-place operation."
+    with torch_ref.no_grad():
+        b.select(0, 0).add_(1)
+    assert b._version == 1
+
+
+@claim("nb10.nograd_view_error")
+def test_view_made_in_no_grad_then_modified(torch_ref):
+    b = torch_ref.randn(3, 4, requires_grad=True)
+    h = b * 1
+    with torch_ref.no_grad():
+        v = h.select(0, 0)
+    with pytest.raises(RuntimeError, match=r"^A view was created in no_grad mode and is being modified inplace with grad mode enabled"):
+        v.mul_(2)
+
+
+@claim("nb10.saved_tensor_modified_error")
+def test_modified_by_an_inplace_operation_words(torch_ref):
+    b = torch_ref.randn(3, requires_grad=True)
+    y = b * 2
+    z = y.sin()
+    y.mul_(3)
+    with pytest.raises(RuntimeError) as error:
+        z.sum().backward()
+    assert str(error.value).startswith(
+        "one of the variables needed for gradient computation has been modified by an inplace operation: "
+        "[torch.FloatTensor [3]], which is output 0 of Mul, is at version 1; expected version 0 instead. Hint:"
+    )
+
+
+@claim("nb10.copyslices")
+def test_copyslices_after_inplace_on_a_view(torch_ref):
+    for tm in (torch_ref, lab_torch):
+        b = tm.ones(3, 4, requires_grad=True)
+        h = b.mul(1)
+        v = h.select(0, 0)
+        assert type(v.grad_fn).__name__ == "SelectBackward0"
+        v.mul_(2)
+        assert (type(v.grad_fn).__name__, type(h.grad_fn).__name__) == ("AsStridedBackward0", "CopySlices")
+        assert [None if n is None else type(n).__name__ for n, _ in h.grad_fn.next_functions] == ["MulBackward0", None]
+        h.sum().backward()
+        assert b.grad.tolist() == [[2.0] * 4, [1.0] * 4, [1.0] * 4]
+    assert torch_ref.ones(2, requires_grad=True).mul(1).select(0, 0).mul_(2)._base.grad_fn.name() == "torch::autograd::CopySlices"
+
+
+@claim("nb10.view_grad_fn_rebuilt_after_base_change")
+def test_base_modified_view_grad_fn(torch_ref):
+    b = torch_ref.randn(3, 4, requires_grad=True)
+    h = b * 1
+    v = h.view(12)
+    assert type(v.grad_fn).__name__ == "ViewBackward0"
+    h.add_(1)
+    assert type(v.grad_fn).__name__ == "AsStridedBackward0"
+    assert type(v.grad_fn.next_functions[0][0]).__name__ == "AddBackward0"
+
+
+@claim("nb10.t_calls_transpose_and_as_strided")
+def test_t_runs_transpose_and_as_strided(torch_ref):
+    h = torch_ref.randn(3, 4)
+    with torch_ref.profiler.profile() as prof:
+        h.t()
+    assert sorted(e.key for e in prof.key_averages()) == ["aten::as_strided", "aten::t", "aten::transpose"]
+    ours = lab_torch.randn(3, 4)
+    with lab.profiler.profile() as lab_prof:
+        ours.t()
+    assert sorted(e.key for e in lab_prof.key_averages()) == ["aten::as_strided", "aten::t", "aten::transpose"]
+
+
+@claim("nb10.view_functions_list")
+def test_torchgen_picks_view_kernels_by_name(torch_ref):
+    pytest.importorskip("torchgen")
+    from torchgen.packaged.autograd.gen_inplace_or_view_type import VIEW_FUNCTIONS
+
+    from labsupport.codegen.gen_autograd import is_view_op
+    from labsupport.codegen.model import load_ops_yaml
+
+    assert {"view", "t", "transpose", "select", "slice", "as_strided", "expand"} <= set(VIEW_FUNCTIONS)
+    reg = load_ops_yaml(pathlib.Path(__file__).resolve().parents[1] / "ops.yaml")
+    for f in reg.functions:
+        assert is_view_op(f) == (f.func.name in VIEW_FUNCTIONS), f.name
+
+
+@claim("nb10.multi_output_views")
+def test_unbind_views_refuse_inplace(torch_ref):
+    h = torch_ref.randn(3, 4, requires_grad=True) * 1
+    with pytest.raises(RuntimeError, match="This view is the output of a function that returns multiple views"):
+        h.unbind(0)[0].add_(1)
+
+
+@claim("nb10.lazy_grad_fn_refresh")
+def test_pytorch_raises_when_a_stale_view_grad_fn_is_read(torch_ref):
+    h = torch_ref.randn(3, 4, requires_grad=True) * 1
+    with torch_ref.no_grad():
+        v = h.select(0, 0)
+    h.mul_(2)  # fine: the in-place op is on the base
+    with pytest.raises(RuntimeError, match="its base or another view of its base has been modified inplace"):
+        v.grad_fn  # noqa: B018 -- reading the attribute is what raises
+    # the lab keeps the attribute and raises on the next use by autograd
+    lab_h = lab_torch.randn(3, 4, requires_grad=True).mul(1)
+    with lab_torch.no_grad():
+        lab_v = lab_h.select(0, 0)
+    lab_h.mul_(2)
+    assert lab_v.grad_fn is None
+    with pytest.raises(RuntimeError, match="its base or another view of its base has been modified inplace"):
+        lab_v.mul(2)
+
+
+# ---------------------------------------------------------------- section 3, ATen half (cells written by h20)
+
+
+@claim("nb10.view_kernels_composite")
+def test_view_kernels_composite_or_per_backend(torch_ref):
+    for op in ("t", "transpose.int", "select.int", "slice.Tensor", "expand", "unsqueeze", "squeeze"):
+        dump = torch_ref._C._dispatch_dump(f"aten::{op}")
+        assert "CompositeExplicitAutograd[alias]" in dump and "\nCPU:" not in dump, op
+    for op in ("view", "as_strided"):
+        dump = torch_ref._C._dispatch_dump(f"aten::{op}")
+        assert "\nCPU:" in dump and "\nMeta:" in dump and "CompositeExplicitAutograd[alias]" not in dump, op
+
+
+@claim("nb10.view_geometry")
+def test_view_geometry_matches_pytorch(torch_ref):
+    def table(tm):
+        x = tm.tensor([[float(4 * i + j) for j in range(4)] for i in range(3)])
+        r = tm.tensor([[10.0, 20.0, 30.0, 40.0]])
+        views = [x.t(), x[1], x[1:3], x[:, 1:3], x[::2], x.view(4, 3), x.unsqueeze(1), r.expand(3, 4),
+                 x.as_strided((2, 2), (1, 4), 1)]
+        return [(tuple(v.shape), tuple(v.stride()), v.storage_offset(), v.is_contiguous()) for v in views]
+
+    assert table(lab_torch) == table(torch_ref)
+
+
+@claim("nb10.expand_inplace_overlap")
+def test_expand_inplace_overlap_error(torch_ref):
+    words = []
+    for tm in (torch_ref, lab_torch):
+        with pytest.raises(RuntimeError) as error:
+            tm.zeros(3, 4).expand(2, 3, 4).add_(1)
+        words.append(str(error.value))
+    assert words[0] == words[1] == (
+        "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+        "location. Please clone() the tensor before performing the operation."
+    )
+
+
+@claim("nb10.view_needs_compatible_strides")
+def test_view_vs_reshape(torch_ref):
+    x = torch_ref.arange(12.0).reshape(3, 4).clone()
+    with pytest.raises(RuntimeError, match=re.escape("view size is not compatible with input tensor's size and stride")):
+        x.t().view(12)
+    same = lambda a, b: a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()  # noqa: E731
+    assert not same(x.t().reshape(12), x) and same(x.reshape(12), x) and x.contiguous() is x
+
+
+@claim("nb10.indexing_is_view_ops")
+def test_indexing_calls_select_unsqueeze_slice(torch_ref):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    x = torch_ref.arange(12.0).reshape(3, 4).clone()
+    with Log() as log:
+        x[1, None, ::2]
+    assert log.seen == ["aten.select.int", "aten.unsqueeze.default", "aten.slice.Tensor"]

@@ -171,8 +171,8 @@ def cached_cast(
     ``to`` is the build's ``at::Tensor::to`` (a full dispatch of ``aten::to.dtype``, so autograd
     records ``ToCopyBackward0``); by default, the tensor's own ``.to`` method, which is what a
     kernel written in a notebook uses. The cast of a float32 leaf that requires grad (a weight) is cached
-    until the outermost autocast exits, unless the cache is disabled or inference mode is on. The lab
-    has no views, so ``!arg.is_view()`` always holds.
+    until the outermost autocast exits, unless the cache is disabled or inference mode is on, or the
+    argument is a view (``!arg.is_view()``: a view's ``_base``, set by the autograd layer, is not None).
     """
     if not (hasattr(arg, "_dtype") and is_eligible(arg, device_type)) or arg._dtype is to_type:
         return arg
@@ -181,6 +181,7 @@ def cached_cast(
         and arg._dtype is dtypes.float32
         and arg.requires_grad
         and arg.grad_fn is None  # is_leaf
+        and getattr(arg, "_base", None) is None  # !arg.is_view()
         and _state.cache_enabled
         and not is_inference_mode_enabled()
     )

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from labsupport.aten import dtype as dtypes
+from labsupport.aten import storage as _storage
 from labsupport.aten.cast import cast_to
 from labsupport.aten.dtype import dtype as DType
 from labsupport.c10 import autograd_state as _autograd_state
@@ -338,11 +339,16 @@ class TensorBase:
                          that the cached TensorIterator set-up (tensor_iterator.py) depends on
     ``_wrapped_number``  a Python number the binding wrapped into a 0-dim tensor (lowest promotion tier);
                          a property over bit 0 of ``_tkey``
+    ``_geometry``        (strides, storage offset, storage elements) of a view made by a view kernel
+                         (labsupport/aten/storage.py); unset for an ordinary tensor
+
+    Strides, storage offset and the storage are read off ``_data`` (a numpy array, for a view a
+    strided numpy view of the same buffer) when asked: see labsupport/aten/storage.py.
     """
 
     __slots__ = (
         "_data", "_sizes", "_dtype", "_device", "_ks", "requires_grad", "grad", "grad_fn",
-        "_vc", "_output_nr", "_tkey", "__weakref__",
+        "_vc", "_output_nr", "_tkey", "_geometry", "__weakref__",
     )
 
     _make = classmethod(make_tensor)  # Tensor._make(data, sizes, dtype, device[, requires_grad])
@@ -424,6 +430,38 @@ class TensorBase:
     def element_size(self) -> int:
         return self._dtype.itemsize
 
+    # -- strides and storage (TensorImpl::strides / storage_offset / is_contiguous; storage.py) --
+
+    def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
+        strides = _storage.tensor_strides(self)
+        if dim is None:
+            return strides
+        return strides[self._wrap_dim_for_query(dim)]
+
+    def storage_offset(self) -> int:
+        return _storage.tensor_storage_offset(self)
+
+    def is_contiguous(self, memory_format: Any = None) -> bool:
+        return _storage.tensor_is_contiguous(self._sizes, _storage.tensor_strides(self))
+
+    def contiguous(self, memory_format: Any = None) -> TensorBase:
+        """``TensorBase::contiguous`` (a manual C++ binding): ``self`` when already contiguous, without
+        dispatching; otherwise a contiguous clone. (PyTorch dispatches ``aten::contiguous`` first,
+        which calls ``clone``; the lab calls ``clone`` directly.)"""
+        if _storage.tensor_is_contiguous(self._sizes, _storage.tensor_strides(self)):
+            return self
+        cpp = next(c for c in type(self).__mro__ if c.__name__ == "TensorBody")  # the build's at::Tensor
+        return cpp.clone(self, "contiguous_format")
+
+    def untyped_storage(self) -> _storage.UntypedStorage:
+        return _storage.untyped_storage_of(self)
+
+    def data_ptr(self) -> int:
+        """Address of element 0: the storage's address plus the offset (0 for a meta tensor)."""
+        if self._data is None:
+            return 0
+        return self.untyped_storage().data_ptr() + self.storage_offset() * self._dtype.itemsize
+
     @property
     def dtype(self) -> DType:
         return self._dtype
@@ -488,6 +526,9 @@ class TensorBase:
         t = type(self)._make(self._data, self._sizes, self._dtype, self._device)
         t._ks = self._ks
         t._version_counter = self._version_counter
+        geometry = getattr(self, "_geometry", None)
+        if geometry is not None:  # the same window onto the same storage (labsupport/aten/storage.py)
+            t._geometry = geometry
         return t
 
     # -- getting data out --

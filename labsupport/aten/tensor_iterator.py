@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from labsupport.aten import dtype as dtypes
+from labsupport.aten.memory_overlap import check_mem_overlaps
 from labsupport.aten.tensor import Device, TensorOptions, tensor_device
 from labsupport.aten.tensor_meta import MetaBase
 from labsupport.aten.type_promotion import can_cast, result_type
@@ -179,7 +180,8 @@ class TensorIteratorBase(MetaBase):
         # everything the set-up below depends on, so the key stays short and cheap to hash.
         if out is None:
             key = (a._sizes, b._sizes, a._tkey, b._tkey)
-        else:
+        else:  # in-place / out=: refuse overlapping memory first (compute_mem_overlaps)
+            check_mem_overlaps(out, a, b)
             key = (a._sizes, b._sizes, a._tkey, b._tkey, out._tkey, out is a, out is b)
         entry = _binary_cache.get(key)
         if entry is None:
@@ -190,8 +192,11 @@ class TensorIteratorBase(MetaBase):
 
     def build_borrowing_unary_op(self, out: TensorBase | None, a: TensorBase) -> None:
         """Set up ``out = op(a)`` where the result keeps ``a``'s dtype (neg, abs, ...)."""
-        key = (a._sizes, a._dtype, a._device) if out is None else (
-            a._sizes, a._dtype, a._device, out._dtype, out._device, out is a)
+        if out is None:
+            key = (a._sizes, a._dtype, a._device)
+        else:
+            check_mem_overlaps(out, a)
+            key = (a._sizes, a._dtype, a._device, out._dtype, out._device, out is a)
         entry = _unary_cache.get(key)
         if entry is None:
             entry = _setup_unary(out, a, promote_to_float=False)
@@ -202,8 +207,11 @@ class TensorIteratorBase(MetaBase):
     def build_borrowing_unary_float_op(self, out: TensorBase | None, a: TensorBase) -> None:
         """Set up ``out = op(a)`` computed in floating point (sin, cos): int/bool inputs give the
         default dtype."""
-        key = (a._sizes, a._dtype, a._device) if out is None else (
-            a._sizes, a._dtype, a._device, out._dtype, out._device, out is a)
+        if out is None:
+            key = (a._sizes, a._dtype, a._device)
+        else:
+            check_mem_overlaps(out, a)
+            key = (a._sizes, a._dtype, a._device, out._dtype, out._device, out is a)
         entry = _unary_float_cache.get(key)
         if entry is None:
             entry = _setup_unary(out, a, promote_to_float=True)

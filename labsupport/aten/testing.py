@@ -51,6 +51,8 @@ def _resize_out(out: TensorBase, sizes: tuple[int, ...], options: TensorOptions)
         out._sizes = sizes
         if out._data is not None:
             out._data = np.zeros(sizes, out._dtype.np)
+            if getattr(out, "_geometry", None) is not None:  # a fresh storage: numpy tells its geometry
+                del out._geometry
 
 
 def variant_classes(kernel_cls: type) -> tuple[type, type, type]:

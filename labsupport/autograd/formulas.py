@@ -12,6 +12,12 @@ import numpy as np
 
 from labsupport.autograd.engine import _sum_to
 
+__all__ = [
+    "maybe_multiply", "sum_to", "sum_backward", "mm_mat1_backward", "mm_mat2_backward", "_to_copy_backward",
+    "mv_self_backward", "mv_vec_backward", "TensorGeometry", "select_backward_symint",
+    "slice_backward_wrapper", "unsqueeze_to", "as_strided_backward",
+]
+
 
 def maybe_multiply(grad: Any, alpha: Any) -> Any:
     """``grad * alpha``, skipping the multiply when alpha is 1 (``maybe_multiply``)."""
@@ -70,3 +76,96 @@ def mv_self_backward(grad: Any, vec: Any) -> Any:
 def mv_vec_backward(grad: Any, self: Any) -> Any:
     """``self.t().mv(grad)`` (PyTorch's formula for mv's vector)."""
     return _transposed(self).mv(grad)
+
+
+# --- views (FunctionsManual.cpp: select_backward, slice_backward_wrapper, unsqueeze_to, as_strided_backward)
+
+def _zeros_like_sizes(grad: Any, sizes: Any) -> Any:
+    """``at::zeros(sizes, grad.options())``: a fresh zero tensor of grad's type, dtype and device."""
+    sizes = tuple(sizes)
+    data = None if grad._data is None else np.zeros(sizes, dtype=grad._data.dtype)
+    return type(grad)._make(data, sizes, grad._dtype, grad._device)
+
+
+def select_backward_symint(grad: Any, input_sizes: Any, dim: int, index: int) -> Any:
+    """``select_backward``: zeros of the input's sizes with ``grad`` copied into the selected slice."""
+    grad_input = _zeros_like_sizes(grad, input_sizes)
+    grad_input.select(dim, index).copy_(grad)
+    return grad_input
+
+
+def slice_backward_wrapper(grad: Any, input_sizes: Any, dim: int, start: Any, end: Any, step: int) -> Any:
+    """``slice_backward_wrapper``: zeros of the input's sizes with ``grad`` copied into the slice."""
+    grad_input = _zeros_like_sizes(grad, input_sizes)
+    grad_input.slice(dim, start, end, step).copy_(grad)
+    return grad_input
+
+
+def unsqueeze_to(grad: Any, *args: Any) -> Any:
+    """``unsqueeze_to(grad, sizes)`` / ``unsqueeze_to(grad, dim(s), sizes)``: put back the size-1 dims
+    that squeeze removed (only those the input really had)."""
+    if len(args) == 1:
+        sizes = tuple(args[0])
+        for d, n in enumerate(sizes):
+            if n == 1:
+                grad = grad.unsqueeze(d)
+        return grad
+    dims, sizes = args
+    sizes = tuple(sizes)
+    ndim = len(sizes)
+    if isinstance(dims, int):
+        dims = [dims]
+    wrapped = sorted({(d + ndim if d < 0 else d) for d in dims} if ndim else set())
+    for d in wrapped:
+        if sizes[d] == 1:
+            grad = grad.unsqueeze(d)
+    return grad
+
+
+class TensorGeometry:
+    """``at::TensorGeometry``: the sizes, strides and storage offset autograd keeps of a tensor
+    (instead of the tensor itself)."""
+
+    __slots__ = ("sizes", "strides", "storage_offset")
+
+    def __init__(self, t: Any) -> None:
+        self.sizes = tuple(t._sizes)
+        self.strides = tuple(t.stride())
+        self.storage_offset = t.storage_offset()
+
+
+def as_strided_backward(grad: Any, input_geometry: Any, sizes: Any, strides: Any, storage_offset: Any) -> Any:
+    """``as_strided_backward``, simplified: scatter-add ``grad`` into a zero buffer laid out like the
+    input's storage window (so overlapping output elements add up), then read the input's elements
+    back out of it. PyTorch does the same with as_strided views and ``index_add``-like steps."""
+    geometry = input_geometry if isinstance(input_geometry, TensorGeometry) else TensorGeometry(input_geometry)
+    offset = geometry.storage_offset if storage_offset is None else storage_offset
+    in_sizes, in_strides = geometry.sizes, geometry.strides
+    extent = max(
+        offset + sum((n - 1) * s for n, s in zip(sizes, strides)) + 1 if 0 not in tuple(sizes) else 0,
+        geometry.storage_offset + sum((n - 1) * s for n, s in zip(in_sizes, in_strides)) + 1
+        if 0 not in in_sizes else 0,
+    )
+    if grad._data is None:
+        return type(grad)._make(None, in_sizes, grad._dtype, grad._device)
+    buffer = np.zeros(max(extent, 1), dtype=grad._data.dtype)
+    out_index = _flat_indices(tuple(sizes), tuple(strides), offset)
+    np.add.at(buffer, out_index.ravel(), np.reshape(grad._data, out_index.shape).ravel())
+    in_index = _flat_indices(in_sizes, in_strides, geometry.storage_offset)
+    # Input elements that share a memory location (an expanded input) split its gradient evenly.
+    count = np.zeros(buffer.shape, dtype=np.int64)
+    np.add.at(count, in_index.ravel(), 1)
+    shared = count > 1
+    if shared.any():
+        buffer[shared] /= count[shared]
+    result = np.array(buffer[in_index])  # a fresh contiguous array (0-dim stays 0-dim)
+    return type(grad)._make(result, in_sizes, grad._dtype, grad._device)
+
+
+def _flat_indices(sizes: tuple[int, ...], strides: tuple[int, ...], offset: int) -> np.ndarray:
+    index = np.full(sizes, offset, dtype=np.int64)
+    for d, (n, s) in enumerate(zip(sizes, strides)):
+        shape = [1] * len(sizes)
+        shape[d] = n
+        index = index + (np.arange(n, dtype=np.int64) * s).reshape(shape)
+    return index

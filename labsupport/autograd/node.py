@@ -11,6 +11,8 @@ import itertools
 import warnings
 from typing import Any
 
+from labsupport.autograd.variable import _VIEW_META, refresh_view
+
 Edge = tuple["Node | None", int]
 _sequence = itertools.count()
 
@@ -60,7 +62,16 @@ class AccumulateGrad(Node):
 
 
 def gradient_edge(tensor: Any) -> Edge:
-    """``impl::gradient_edge``: where a gradient for ``tensor`` must flow."""
+    """``impl::gradient_edge``: where a gradient for ``tensor`` must flow.
+
+    A view is brought up to date first (``VariableHooks::grad_fn``). A view with no ``grad_fn`` whose
+    base requires grad (made in no_grad mode) reports ``requires_grad`` but has no gradient accumulator
+    of its own, so no gradient flows to it."""
+    meta = _VIEW_META.get(id(tensor))
+    if meta is not None:
+        refresh_view(tensor, meta)
+        if tensor.grad_fn is None and meta.base.requires_grad:
+            return (None, 0)
     if tensor.grad_fn is not None:
         return (tensor.grad_fn, tensor._output_nr)
     return (AccumulateGrad(tensor), 0)

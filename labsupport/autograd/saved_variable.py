@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from labsupport.autograd.variable import short_node_name
+
 _LEGACY_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long", "bool": "Bool"}
 
 
@@ -28,8 +30,8 @@ class SavedVariable:
             kind = _LEGACY_NAMES.get(tensor._dtype.name, tensor._dtype.name.capitalize())
             device = "cuda." if tensor._device.type == "cuda" else ""
             what = f"[torch.{device}{kind}Tensor {list(tensor._sizes)}]"
-            if tensor.grad_fn is not None:
-                what += f", which is output {tensor._output_nr} of {tensor.grad_fn.name()},"
+            if tensor.grad_fn is not None:  # the node that last wrote it, named without "Backward0"
+                what += f", which is output {tensor._output_nr} of {short_node_name(tensor.grad_fn)},"
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified by an inplace "
                 f"operation: {what} is at version {tensor._version}; expected version {self.version} "

@@ -20,6 +20,29 @@ def _camel(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.strip("_").split("_"))
 
 
+def is_view_op(f: NativeFunction) -> bool:
+    """A view op by its schema: a return carries a non-writing alias annotation (``Tensor(a)``), as
+    ``torchgen.model.NativeFunction.is_view_op`` decides. CompositeImplicitAutograd ops (``to.dtype``,
+    ``reshape``) get no ADInplaceOrView kernel: their views come from the view ops they call.
+
+    (torchgen's gen_inplace_or_view_type.py picks the kernels from its VIEW_FUNCTIONS name list; for
+    every view op with a kernel of its own the list and the annotations agree. tests/test_views_autograd.py
+    checks the lab's ops against the installed torchgen.)"""
+    if f.has_composite_implicit_kernel or "CompositeImplicitAutograd" in f.dispatch:
+        return False
+    return any(r.annotation is not None and not r.annotation.is_write for r in f.func.returns)
+
+
+def view_base_argument(f: NativeFunction) -> str:
+    """The argument every output is a view of (``VIEW_FUNCTIONS[name]``, "self" for the lab's ops): the
+    one whose alias set the return shares (torchgen's ``aliased_return_names``)."""
+    ret = next(r for r in f.func.returns if r.annotation is not None and not r.annotation.is_write)
+    for a in f.func.arguments:
+        if a.annotation is not None and a.annotation.alias_set == ret.annotation.alias_set:
+            return a.name
+    raise ValueError(f"{f.loc}: view op {f.name} returns Tensor({ret.annotation}) but no argument has that alias set")
+
+
 def node_names(reg: OpsRegistry) -> dict[str, str]:
     """``add.Tensor -> AddBackward0``: base name in CamelCase, numbered in derivatives order."""
     counts: dict[str, int] = {}
@@ -33,12 +56,15 @@ def node_names(reg: OpsRegistry) -> dict[str, str]:
 
 
 _SIZES = re.compile(r"\b(\w+)\.sym_sizes\(\)")
+_GEOMETRY = re.compile(r"\bTensorGeometry\((\w+)\)")
 _OPTIONS = re.compile(r"\b(\w+)\.options\(\)")
 
 
 def _rewrite(formula: str) -> tuple[str, set[str]]:
     """Rewrite a formula for the node's ``apply``: ``self.sym_sizes()`` becomes a saved
-    ``self_sym_sizes``; input names become the saved ``<name>_`` attributes. Returns the expression
+    ``self_sym_sizes`` and ``TensorGeometry(self)`` a saved ``self_geometry`` (only the geometry is kept,
+    not the tensor, so later in-place ops on it do not matter); input names become the saved
+    ``<name>_`` attributes. Returns the expression
     and the saved names it uses."""
     saved: set[str] = set()
 
@@ -50,7 +76,11 @@ def _rewrite(formula: str) -> tuple[str, set[str]]:
         saved.add(f"{match.group(1)}_options")
         return f"{match.group(1)}_options"
 
-    text = _OPTIONS.sub(options, _SIZES.sub(sizes, formula))
+    def geometry(match: re.Match[str]) -> str:
+        saved.add(f"{match.group(1)}_geometry")
+        return f"{match.group(1)}_geometry"
+
+    text = _GEOMETRY.sub(geometry, _OPTIONS.sub(options, _SIZES.sub(sizes, formula)))
     tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
     names = {
         tok.string
@@ -64,10 +94,7 @@ def gen_autograd_functions(reg: OpsRegistry, source: str) -> str:
     names = node_names(reg)
     parts = [header("Backward nodes (grad_fn): one class per differentiable operator", "torch/csrc/autograd/generated/Functions.h / Functions.cpp", source)]
     parts.append(
-        "from labsupport.autograd.formulas import (  # FunctionsManual.cpp\n"
-        "    _to_copy_backward, maybe_multiply, mm_mat1_backward, mm_mat2_backward, mv_self_backward, mv_vec_backward,\n"
-        "    sum_backward, sum_to,\n"
-        ")\n"
+        "from labsupport.autograd.formulas import *  # noqa: F403 -- FunctionsManual.cpp: every name in its __all__\n"
         "from labsupport.autograd.node import Node\n"
     )
     for full_name, d in reg.derivatives.items():
@@ -80,7 +107,7 @@ def gen_autograd_functions(reg: OpsRegistry, source: str) -> str:
             saved |= used
             exprs.append((i, a.name, expr))
         arg_set = {a.name for a in d.func.arguments}
-        saved_names = sorted(n for n in saved if n in arg_set or n.endswith(("_sym_sizes", "_options")))
+        saved_names = sorted(n for n in saved if n in arg_set or n.endswith(("_sym_sizes", "_options", "_geometry")))
         tensors = {a.name for a in d.func.arguments if a.type.is_tensor}
         unpack = "".join(
             f"        {py_name(n)} = node.{n}_{'.unpack()' if n in tensors else ''}\n" for n in saved_names
@@ -114,6 +141,8 @@ def _saved_assignments(d: Derivative, f: NativeFunction) -> list[str]:
     for name in sorted(saved):
         if name.endswith("_sym_sizes"):
             lines.append(f"grad_fn.{name}_ = {py_name(name[: -len('_sym_sizes')])}._sizes")
+        elif name.endswith("_geometry"):
+            lines.append(f"grad_fn.{name}_ = TensorGeometry({py_name(name[: -len('_geometry')])})")
         elif name.endswith("_options"):
             tensor = py_name(name[: -len("_options")])
             lines.append(f"grad_fn.{name}_ = TensorOptions({tensor}._dtype, {tensor}._device)")
@@ -159,6 +188,7 @@ def gen_variable_type(reg: OpsRegistry, source: str) -> str:
     parts.append(
         "from . import _ops, autograd_functions, dispatcher\n"
         "from labsupport.aten.tensor import TensorOptions\n"
+        "from labsupport.autograd.formulas import TensorGeometry\n"
         "from labsupport.autograd.grad_mode import is_grad_enabled\n"
         "from labsupport.autograd.node import NotImplemented, collect_next_edges, set_history\n"
         "from labsupport.autograd.saved_variable import SavedVariable\n"
@@ -210,10 +240,15 @@ def gen_variable_type(reg: OpsRegistry, source: str) -> str:
                 body.append(f"        grad_fn = autograd_functions.{names[d.func.full_name]}()\n")
                 body.append(f"        grad_fn.next_functions = collect_next_edges({', '.join(py_name(a.name) for a in diff)})\n")
                 body += [f"        {line}\n" for line in _saved_assignments(d, f)]
-            guard = "AutoDispatchBelowAutograd" if inplace else "AutoDispatchBelowADInplaceOrView"
+            # In-place and view ops must reach their ADInplaceOrView kernel (version bump, as_view); the
+            # other ops skip it (gen_variable_type.py: AutoDispatchBelowAutograd vs ...BelowADInplaceOrView).
+            guard = "AutoDispatchBelowAutograd" if inplace or is_view_op(f) else "AutoDispatchBelowADInplaceOrView"
             body += guarded(guard, f"result = {handle}.redispatch(ks & AFTER_AUTOGRAD_KEYSET, {params})")
-            body.append("    if grad_fn is not None:\n")
-            body.append("        rebase_history(self, grad_fn)\n" if inplace else "        set_history(result, grad_fn)\n")
+            if inplace:
+                body.append("    rebase_history(self, grad_fn)  # CopySlices on a view's base; refreshes the views\n")
+            else:
+                body.append("    if grad_fn is not None:\n")
+                body.append("        set_history(result, grad_fn)\n")
             body.append("    return result\n")
         parts.append(f"\n\ndef {name}(ks, {params}):\n{doc}{''.join(body)}")
         regs.append((f.name, name))
@@ -224,10 +259,10 @@ def gen_variable_type(reg: OpsRegistry, source: str) -> str:
 
 
 def gen_ad_inplace_or_view(reg: OpsRegistry, source: str) -> str:
-    parts = [header("ADInplaceOrView kernels: version counters for in-place and out= ops", "torch/csrc/autograd/generated/ADInplaceOrViewType_*.cpp", source)]
+    parts = [header("ADInplaceOrView kernels: version counters for in-place and out= ops, view tracking for view ops", "torch/csrc/autograd/generated/ADInplaceOrViewType_*.cpp", source)]
     parts.append(
         "from . import _ops, dispatcher\n"
-        "from labsupport.autograd.variable_type_utils import increment_version\n"
+        "from labsupport.autograd.variable_type_utils import as_view, creation_meta_for_mode, increment_version\n"
         "from labsupport.c10.dispatch_key_set import after_ADInplaceOrView_keyset\n"
         "from labsupport.c10.library import Library\n"
         "from labsupport.c10.tls import AutoDispatchBelowADInplaceOrView, AutoDispatchBelowAutograd, tls\n\n"
@@ -238,19 +273,34 @@ def gen_ad_inplace_or_view(reg: OpsRegistry, source: str) -> str:
     regs = []
     for f in reg.functions:
         mutated = [py_name(a.name) for a in f.func.arguments if a.annotation is not None and a.annotation.is_write]
-        if not mutated:
-            continue
+        view = is_view_op(f)
+        if not mutated and not view:
+            continue  # functional ops: ADInplaceOrView is a fallthrough for them
         name = type_wrapper_name(f)
         params = ", ".join(arg_names(f.func))
-        bumps = "".join(f"    increment_version({m})\n" for m in mutated)
         call = f"result = _ops.{handle_name(f)}.redispatch(ks & AFTER_AD_INPLACE_OR_VIEW_KEYSET, {params})"
+        if mutated:
+            doc = (
+                f'    """torch::ADInplaceOrView::(anonymous namespace)::{name}: run the op below, then bump the version of\n'
+                f'    the tensors it wrote (so autograd can detect a saved tensor modified in place)."""\n'
+            )
+            after = "".join(f"    increment_version({m})\n" for m in mutated)
+        else:
+            base = py_name(view_base_argument(f))
+            doc = (
+                f'    """torch::ADInplaceOrView::(anonymous namespace)::{name}: run the view kernel below, then mark the\n'
+                f'    output a view of {base} (shared version counter, root base, creation meta)."""\n'
+            )
+            after = (
+                f"    result = as_view({base}, result, creation_meta_for_mode())"
+                "  # is_bw/fw_differentiable=true; no view_func (as_strided covers CPU)\n"
+            )
         parts.append(
             f"\n\ndef {name}(ks, {params}):\n"
-            f'    """torch::ADInplaceOrView::(anonymous namespace)::{name}: run the op below, then bump the version of\n'
-            f'    the tensors it wrote (so autograd can detect a saved tensor modified in place)."""\n'
+            + doc
             + "".join(guarded("AutoDispatchBelowADInplaceOrView", call))
-            + f"{bumps}"
-            "    return result\n"
+            + after
+            + "    return result\n"
         )
         regs.append((f.name, name))
     parts.append('\n\nm = Library("aten", "IMPL", "ADInplaceOrView", dispatcher=dispatcher)\n')

@@ -290,6 +290,7 @@ def gen_python_variable_methods(reg: OpsRegistry, source: str) -> str:
         "from labsupport.overrides import register_fast_path_module, tensor_torch_function\n"
 
         "from labsupport.utils.python_arg_parser import PythonArgParser\n"
+        "from labsupport.utils import python_variable_indexing as indexing  # x[i], x[i] = v\n"
         + GIVEN_HELPERS
     )
     methods = _overloads(reg, "method")
@@ -345,6 +346,7 @@ def gen_python_variable_methods(reg: OpsRegistry, source: str) -> str:
             else:
                 parts.append(_dunder_binding(dunder, target, methods[target][0], counts))
                 attach.append(f"Tensor.{dunder} = {dunder}\n")
+    attach.append("Tensor.__getitem__, Tensor.__setitem__ = indexing.THPVariable_getitem, indexing.THPVariable_setitem\n")
     if "sub" in _overloads(reg, "function") or "sub" in methods:
         attach.append(
             "\n\ndef __rsub__(self, other):\n"

@@ -19,9 +19,13 @@ neg_, sin_, fill_.Scalar, zero_           unary_inplace_batch_rule              
 sum                                       sum_decomp (calls sum.dim_IntList)        BatchRulesReduceOps.cpp:458
 sum.dim_IntList                           boxed_reduction_batch_rule                BatchRulesReduceOps.cpp:458
 expand                                    expand_batch_rule                         BatchRulesViews.cpp:578
+view, _unsafe_view                        view_batching_rule                        BatchRulesViews.cpp:578
+transpose.int, t, select.int, slice.Tensor  transpose_int / t / select / slice rules  BatchRulesViews.cpp:578
+unsqueeze, squeeze, squeeze.dim(s)        unsqueeze / squeeze rules                 BatchRulesViews.cpp:578
+alias, clone                              BasicUnaryBatchRuleHelper::apply          BatchRulesUnaryOps.cpp:63
 mm                                        mm_batch_rule                             BatchRulesLinearAlgebra.cpp:816
 mv, dot                                   mv_batch_rule (tv_batch_rule), dot_batch_rule  BatchRulesLinearAlgebra.cpp:816
-matmul, to.dtype (FuncTorchBatchedDecomp.) their own composite kernels            BatchRulesDecompositions.cpp:35
+matmul, to.dtype, reshape (FTBDecomp.)   their own composite kernels               BatchRulesDecompositions.cpp:35
 randn, normal_ (FuncTorchVmapMode key)    randomness kernels                        BatchRulesRandomness.cpp:375
 =======================================  ========================================  =========================
 
@@ -234,6 +238,80 @@ def expand_batch_rule(op: Any, self_: Any, self_bdim: int | None, size: Any, imp
     return op.call(_reshape(value, view_shape), [batch_size, *size], implicit), 0
 
 
+# ---- views (BatchRulesViews.cpp): batch dim to the front, logical dims shifted by one -------------
+
+
+def _logical_front(self_: Any, self_bdim: int | None) -> tuple[Any, int]:
+    value = move_batch_dim_to_front(self_, self_bdim)
+    return value, len(value._sizes) - 1
+
+
+def view_batching_rule(op: Any, self_: Any, self_bdim: int | None, size: Any) -> tuple[Any, int]:
+    """``view_batching_rule``: view the value as [B, *size] (also ``_unsafe_view``)."""
+    value, _ = _logical_front(self_, self_bdim)
+    return op.call(value, [value._sizes[0], *size]), 0
+
+
+def transpose_int_batch_rule(op: Any, self_: Any, self_bdim: int | None, dim0: int, dim1: int) -> tuple[Any, int]:
+    """``transpose_int_batch_rule``: a logical scalar comes back as it is, else transpose dims + 1."""
+    value, rank = _logical_front(self_, self_bdim)
+    if rank == 0:
+        return value, 0
+    return op.call(value, maybe_wrap_dim(dim0, rank) + 1, maybe_wrap_dim(dim1, rank) + 1), 0
+
+
+def t_batch_rule(op: Any, self_: Any, self_bdim: int | None) -> tuple[Any, int]:
+    """``t``: the per-example rank check, then a transpose of the logical dims (``at::transpose``)."""
+    value, rank = _logical_front(self_, self_bdim)
+    if rank > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {rank}D")
+    if rank < 2:
+        return value, 0
+    return _VIEW_HANDLES["transpose_int"].call(value, 1, 2), 0
+
+
+def select_batching_rule(op: Any, self_: Any, self_bdim: int | None, dim: int, index: int) -> tuple[Any, int]:
+    """``select_batching_rule``: select on the logical dim + 1."""
+    value, rank = _logical_front(self_, self_bdim)
+    return op.call(value, maybe_wrap_dim(dim, rank) + 1, index), 0
+
+
+def slice_batch_rule(
+    op: Any, self_: Any, self_bdim: int | None, dim: int, start: Any, end: Any, step: int
+) -> tuple[Any, int]:
+    """``slice_batch_rule``: slice the logical dim + 1."""
+    value, rank = _logical_front(self_, self_bdim)
+    return op.call(value, maybe_wrap_dim(dim, rank) + 1, start, end, step), 0
+
+
+def unsqueeze_batch_rule(op: Any, self_: Any, self_bdim: int | None, dim: int) -> tuple[Any, int]:
+    """``unsqueeze_batch_rule``: the new dim goes after the batch dim."""
+    value, rank = _logical_front(self_, self_bdim)
+    return op.call(value, maybe_wrap_dim(dim, rank + 1) + 1), 0
+
+
+def squeeze_batch_rule(op: Any, self_: Any, self_bdim: int | None) -> tuple[Any, int]:
+    """``squeeze_batch_rule``: drop the logical size-1 dims, never the batch dim (even when B == 1)."""
+    value, rank = _logical_front(self_, self_bdim)
+    dims = [d + 1 for d in range(rank) if value._sizes[d + 1] == 1]
+    return _VIEW_HANDLES["squeeze_dims"].call(value, dims), 0
+
+
+def squeeze_dims_batch_rule(op: Any, self_: Any, self_bdim: int | None, dim: Any) -> tuple[Any, int]:
+    """``squeeze_dims_batch_rule`` (also squeeze.dim): the logical dims + 1; a logical scalar stays."""
+    value, rank = _logical_front(self_, self_bdim)
+    if rank == 0:
+        if isinstance(dim, int):
+            maybe_wrap_dim(dim, 0)
+        return value, 0
+    if isinstance(dim, int):
+        return op.call(value, maybe_wrap_dim(dim, rank) + 1), 0
+    return op.call(value, [maybe_wrap_dim(d, rank) + 1 for d in dim]), 0
+
+
+_VIEW_HANDLES: dict[str, Any] = {}
+
+
 def copy__batch_rule(
     op: Any, self_: Any, self_bdim: int | None, src: Any, src_bdim: int | None, non_blocking: bool
 ) -> None:
@@ -439,6 +517,18 @@ RULES: dict[str, tuple[str, Callable[..., Any], tuple[int, ...], bool, str]] = {
     "aten::zero_": ("zero_", unary_inplace_batch_rule, (0,), True, UNARY),
     "aten::sum.dim_IntList": ("sum_dim_IntList", boxed_reduction_batch_rule, (0,), False, REDUCE),
     "aten::expand": ("expand", expand_batch_rule, (0,), False, VIEWS),
+    "aten::view": ("view", view_batching_rule, (0,), False, VIEWS),
+    "aten::_unsafe_view": ("_unsafe_view", view_batching_rule, (0,), False, VIEWS),
+    "aten::transpose.int": ("transpose_int", transpose_int_batch_rule, (0,), False, VIEWS),
+    "aten::t": ("t", t_batch_rule, (0,), False, VIEWS),
+    "aten::select.int": ("select_int", select_batching_rule, (0,), False, VIEWS),
+    "aten::slice.Tensor": ("slice_Tensor", slice_batch_rule, (0,), False, VIEWS),
+    "aten::unsqueeze": ("unsqueeze", unsqueeze_batch_rule, (0,), False, VIEWS),
+    "aten::squeeze": ("squeeze", squeeze_batch_rule, (0,), False, VIEWS),
+    "aten::squeeze.dim": ("squeeze_dim", squeeze_dims_batch_rule, (0,), False, VIEWS),
+    "aten::squeeze.dims": ("squeeze_dims", squeeze_dims_batch_rule, (0,), False, VIEWS),
+    "aten::alias": ("alias", basic_unary_batch_rule, (0,), False, UNARY),
+    "aten::clone": ("clone", basic_unary_batch_rule, (0,), False, UNARY),
     "aten::_to_copy": ("_to_copy", basic_unary_batch_rule, (0,), False, UNARY),
     "aten::mm": ("mm", mm_batch_rule, (0, 1), False, LINALG),
     "aten::mv": ("mv", mv_batch_rule, (0, 1), False, LINALG),
@@ -447,7 +537,9 @@ RULES: dict[str, tuple[str, Callable[..., Any], tuple[int, ...], bool, str]] = {
 
 # Operators whose CompositeImplicitAutograd kernel is registered again on FuncTorchBatchedDecomposition
 # (BatchRulesDecompositions.cpp, ``OP_DECOMPOSE``): op full name -> site.
-DECOMPOSED: dict[str, str] = {"aten::matmul": DECOMPOSITIONS, "aten::to.dtype": DECOMPOSITIONS}
+DECOMPOSED: dict[str, str] = {
+    "aten::matmul": DECOMPOSITIONS, "aten::to.dtype": DECOMPOSITIONS, "aten::reshape": DECOMPOSITIONS,
+}
 
 
 # ---- randomness (BatchRulesRandomness.cpp), on the FuncTorchVmapMode key -------------------------
@@ -508,6 +600,7 @@ def register_batch_rules(build: Any, owner: object) -> list[Callable[[], None]]:
             continue
         register(full_name, BATCHED_KEY, make_plumbing(full_name, handle, rule, tensor_args, inplace), site)
     _MM_HANDLE[:] = [getattr(ops, "mm", None)]
+    _VIEW_HANDLES.update({name: getattr(ops, name, None) for name in ("transpose_int", "squeeze_dims")})
     _MV_HANDLE[:] = [getattr(ops, "mv", None)]
     sum_dim = getattr(ops, "sum_dim_IntList", None)
     if sum_dim is not None:

@@ -2,7 +2,8 @@
 other operators.
 
 Stands for the kernels ``native_functions.yaml`` lists under ``CompositeExplicitAutograd`` (``randn``
-in TensorFactories.cpp, ``sum`` in ReduceOps.cpp, ``expand`` in TensorShape.cpp, ...). Each takes the
+in TensorFactories.cpp, ``sum`` in ReduceOps.cpp, ...; the view ops of TensorShape.cpp are in
+tensor_shape.py). Each takes the
 build's functions API as ``at`` first: the lab can hold several builds in one process, and a
 composite kernel must call the operators of its own build (so those calls are dispatched again and
 show up in the profiler, as ``aten::randn -> aten::empty, aten::normal_`` do in PyTorch).
@@ -11,8 +12,6 @@ show up in the profiler, as ``aten::randn -> aten::empty, aten::normal_`` do in 
 from __future__ import annotations
 
 from typing import Any
-
-import numpy as np
 
 from labsupport.aten.native.copy import copy_ as _copy_impl
 
@@ -58,39 +57,3 @@ def copy_(at: Any, self: Any, src: Any, non_blocking: bool = False) -> Any:
     """``at::native::copy_``: copy src into self (broadcasting, converting dtype)."""
     return _copy_impl(self, src, non_blocking)
 
-
-def expand(at: Any, self: Any, size: Any, implicit: bool = False) -> Any:
-    """``at::native::expand``: broadcast self to ``size`` (-1 keeps a dimension).
-
-    PyTorch returns a view that shares self's storage with zero strides; the lab returns a tensor
-    whose numpy array is a read-only broadcast view of self's data and does not track views.
-    """
-    size = tuple(size)
-    if len(size) < len(self._sizes):
-        raise RuntimeError(
-            f"expand(torch.{self._dtype.scalar_type_name}Tensor{{{list(self._sizes)}}}, size={list(size)}): the "
-            f"number of sizes provided ({len(size)}) must be greater or equal to the number of dimensions in "
-            f"the tensor ({len(self._sizes)})"
-        )
-    lead = len(size) - len(self._sizes)
-    final = []
-    for i, n in enumerate(size):
-        if i < lead:
-            if n < 0:
-                raise RuntimeError(
-                    f"The expanded size of the tensor ({n}) isn't allowed in a leading, non-existing dimension {i}"
-                )
-            final.append(n)
-            continue
-        have = self._sizes[i - lead]
-        if n == -1:
-            n = have
-        if have != n and have != 1:
-            raise RuntimeError(
-                f"The expanded size of the tensor ({n}) must match the existing size ({have}) at non-singleton "
-                f"dimension {i}.  Target sizes: {list(size)}.  Tensor sizes: {list(self._sizes)}"
-            )
-        final.append(n)
-    final_t = tuple(final)
-    data = None if self._data is None else np.broadcast_to(self._data, final_t)
-    return type(self)._make(data, final_t, self._dtype, self._device)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from labsupport.aten.cast import copy_cast
+from labsupport.aten.memory_overlap import check_mem_overlaps
 from labsupport.aten.tensor import TensorBase
 from labsupport.aten.tensor_iterator import infer_size
 from labsupport.aten.wrap_dim import format_sizes
@@ -21,6 +22,7 @@ def copy_(self: TensorBase, src: TensorBase, non_blocking: bool = False) -> Tens
     """Copy ``src``'s values into ``self`` in place; returns ``self``."""
     if self is src:
         return self
+    check_mem_overlaps(self, src)  # the TensorIterator copy_ builds checks these first
     shape = self._sizes if self._sizes == src._sizes else infer_size(self._sizes, src._sizes)
     if shape != self._sizes:
         raise RuntimeError(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from labsupport.aten import generator as lab_generator
 from labsupport.aten.cast import copy_cast
+from labsupport.aten.memory_overlap import assert_no_internal_overlap
 from labsupport.aten.tensor import TensorBase
 
 __all__ = ["normal_"]
@@ -22,6 +23,7 @@ def normal_(
     """Fill ``self`` in place with samples from N(mean, std**2)."""
     if not std >= 0.0:
         raise RuntimeError(f"normal expects std >= 0.0, but found std {_cpp_double(std)}")
+    assert_no_internal_overlap(self)  # TensorIterator::borrowing_nullary_op(self)
     if not self._dtype.is_floating_point:
         name = self._dtype.scalar_type_name
         raise NotImplementedError(f"\"normal_kernel_cpu\" not implemented for '{name}'")
