@@ -221,11 +221,11 @@ def test_record_function_scopes_from_another_thread_are_not_recorded():
 def test_the_logging_mode_under_the_labs_profiler():
     counts, tree, log = _profile(labtorch, _scenario("logging mode around add + sum + backward", labtorch))
     assert log == ["aten.add.Tensor", "aten.sum.default", "aten.expand.default"]
-    assert counts == {"aten::add": 2, "PythonDispatchMode": 3, "aten::sum": 2, "aten::expand": 2}
+    assert counts == {"aten::add": 2, "PythonDispatchMode": 3, "aten::sum": 2, "aten::expand": 2, "aten::as_strided": 1}
     assert tree == (
         "aten::add\n  PythonDispatchMode\n    aten::add\n"
         "aten::sum\n  PythonDispatchMode\n    aten::sum\n"  # the inner sum's sum.dim_IntList folds into it
-        "aten::expand\n  PythonDispatchMode\n    aten::expand"
+        "aten::expand\n  PythonDispatchMode\n    aten::expand\n      aten::as_strided"  # expand is a real view
     )
 
 
@@ -262,7 +262,8 @@ ONLY_IN_PYTORCH_FWD_BWD: dict[str, tuple[int, str]] = {
     "aten::copy_": (2, "AccumulateGrad's clone, numpy in the lab"),
     "PythonDispatchMode": (3, "one scope for each of ones_like, new_empty_strided, copy_"),
     # operators PyTorch's kernels call inside themselves; the lab's kernels compute with numpy
-    "aten::as_strided": (2, "sum's structured kernel (its output) and expand (a view made with as_strided)"),
+    "aten::as_strided": (1, "sum's structured kernel restrides its output; the lab's sets strides directly "
+                         "(expand's as_strided, the other one, is in both)"),
     "aten::fill_": (2, "sum's kernel zero-fills its output; ones_like fills with 1"),
     "aten::empty_like": (1, "ones_like allocates with empty_like"),
     "aten::empty_strided": (2, "empty_like's and new_empty_strided's allocation"),
@@ -308,8 +309,11 @@ def test_a_logging_mode_around_forward_and_backward_matches_pytorch_but_for_name
     assert set(lab_counts) <= set(ref_counts)  # the lab shows no row PyTorch does not
     differences = {key: ref_counts[key] - lab_counts.get(key, 0) for key in ref_counts}
     assert {key: d for key, d in differences.items() if d} == {k: n for k, (n, _) in ONLY_IN_PYTORCH_FWD_BWD.items()}
-    assert [k for k in ref_counts if k in lab_counts] == list(lab_counts)  # same first-seen order
-    assert _prune(ref_tree) == lab_tree
+    # same first-seen order (PyTorch's first as_strided is sum's, before the lab's first, expand's)
+    assert [k for k in ref_counts if k in lab_counts and k != "aten::as_strided"] == [
+        k for k in lab_counts if k != "aten::as_strided"
+    ]
+    assert _prune(ref_tree) == _prune(lab_tree)  # as_strided rows leave both trees (the counts cover them)
 
 
 def test_prune_splices_engine_scopes_and_drops_pytorch_only_subtrees():
@@ -341,7 +345,9 @@ def test_a_wrapper_subclass_call_walks_python_tls_snapshot_autograd_python_then_
              "torch::autograd::VariableType::(anonymous namespace)::add_Tensor",
              "(anonymous namespace)::pythonFallback", "torch::handle_torch_function_no_python_arg_parser",
              "torch._ops.OpOverload.__call__", "at::native::structured_ufunc_add_CPU::impl"]  # fmt: skip
-    assert [names.index(n) for n in order] == sorted(names.index(n) for n in order)
+    at = -1  # each frame after the previous one (the binding's __torch_function__ frames come first)
+    for name in order:
+        at = names.index(name, at + 1)
 
 
 def test_a_call_under_a_mode_shows_the_python_keys_in_the_trace_and_its_first_frames_key_set():
