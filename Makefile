@@ -61,8 +61,9 @@ lint: $(STAMP)
 notebooks: $(STAMP)
 	$(BIN)/python tools/refresh_notebooks.py
 
+BENCH ?= dispatch_overhead
 bench: $(STAMP)
-	$(BIN)/python benchmarks/dispatch_overhead.py
+	$(BIN)/python benchmarks/$(BENCH).py
 
 clean:
 	rm -rf build .pytest_cache .ruff_cache
