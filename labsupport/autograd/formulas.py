@@ -26,7 +26,9 @@ def maybe_multiply(at: Any, grad: Any, alpha: Any) -> Any:
     """``grad * alpha``, skipping the multiply when alpha is 1 (``maybe_multiply``)."""
     if alpha == 1:
         return grad
-    return at.Tensor.mul(grad, alpha)
+    from labsupport.aten.scalar_tensor import wrapped_scalar_tensor
+
+    return at.Tensor.mul(grad, wrapped_scalar_tensor(alpha, type(grad)))  # C++: grad * alpha
 
 
 def sum_to(at: Any, grad: Any, sizes: tuple[int, ...]) -> Any:

@@ -16,7 +16,6 @@ from labsupport.codegen.api import api_name, arg_names, functional_name_counts, 
 from labsupport.codegen.gen import handle_name, header, type_wrapper_name
 from labsupport.codegen.model import Derivative, NativeFunction, OpsRegistry
 
-
 # tools/autograd/gen_variable_type.py DONT_REQUIRE_DERIVATIVE (the lab's ops in it): outputs that only
 # depend on the input's shape and options get no grad_fn and never require grad.
 DONT_REQUIRE_DERIVATIVE = {"empty_like", "ones_like", "zeros_like", "new_empty_strided"}
@@ -375,12 +374,20 @@ def gen_ad_inplace_or_view(reg: OpsRegistry, source: str) -> str:
     for f in reg.functions:
         mutated = [py_name(a.name) for a in f.func.arguments if a.annotation is not None and a.annotation.is_write]
         view = is_view_op(f)
-        if not mutated and not view:
+        detach = f.func.name == "detach"
+        if not mutated and not view and not detach:
             continue  # functional ops: ADInplaceOrView is a fallthrough for them
         name = type_wrapper_name(f)
         params = ", ".join(arg_names(f.func))
         call = f"result = _ops.{handle_name(f)}.redispatch(ks & AFTER_AD_INPLACE_OR_VIEW_KEYSET, {params})"
-        if mutated:
+        if detach:
+            doc = (
+                f'    """torch::ADInplaceOrView::{name} (VariableTypeManual.cpp): run detach below. PyTorch marks the\n'
+                f'    output a non-differentiable view here (shared version counter, _is_view() False); the lab\'s\n'
+                f'    detach kernel already shares the version counter, so nothing is left to do."""\n'
+            )
+            after = ""
+        elif mutated:
             doc = (
                 f'    """torch::ADInplaceOrView::(anonymous namespace)::{name}: run the op below, then bump the version of\n'
                 f'    the tensors it wrote (so autograd can detect a saved tensor modified in place)."""\n'
