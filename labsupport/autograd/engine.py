@@ -17,6 +17,7 @@ operators (a small test yaml) falls back to numpy.
 from __future__ import annotations
 
 import heapq
+import itertools
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,7 @@ from labsupport.c10.dispatcher import observers
 def cpp_api(t: Any, name: str) -> Any:
     """The build's C++ API (``at``) when it has the operator ``name``, else None (numpy fallback)."""
     at = getattr(type(t), "_cpp_api", None)
-    return at if at is not None and hasattr(at._functions, name) else None
+    return at if at is not None and (hasattr(at._functions, name) or hasattr(at.Tensor, name)) else None
 
 
 def sum_to(grad: Any, sizes: tuple[int, ...], at: Any = None) -> Any:
@@ -146,7 +147,8 @@ def run_backward(tensors: list[Any], grad_tensors: list[Any | None]) -> None:
         buf = buffers.setdefault(node, [None] * max(len(node.input_metadata), nr + 1))
         buf[nr] = _accumulate(buf[nr], _validate(g, node, nr))
 
-    ready = [(-node.sequence_nr, id(node), node) for node, _, _ in roots if dependencies.get(node, 0) == 0]
+    pushes = itertools.count()  # ties (AccumulateGrad sinks share UINT64_MAX) pop in push order
+    ready = [(-node.sequence_nr, next(pushes), node) for node, _, _ in roots if dependencies.get(node, 0) == 0]
     heapq.heapify(ready)
     queued = {id(entry[2]) for entry in ready}
     with no_grad():
@@ -168,7 +170,7 @@ def run_backward(tensors: list[Any], grad_tensors: list[Any | None]) -> None:
                 dependencies[next_node] -= 1
                 if dependencies[next_node] == 0 and id(next_node) not in queued:
                     queued.add(id(next_node))
-                    heapq.heappush(ready, (-next_node.sequence_nr, id(next_node), next_node))
+                    heapq.heappush(ready, (-next_node.sequence_nr, next(pushes), next_node))
 
 
 def _evaluate(node: Node, inputs: list[Any]) -> list[Any]:

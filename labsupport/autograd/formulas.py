@@ -93,17 +93,21 @@ def _zeros_like_sizes(grad: Any, sizes: Any) -> Any:
 
 
 def select_backward_symint(at: Any, grad: Any, input_sizes: Any, dim: int, index: int) -> Any:
-    """``select_backward``: zeros of the input's sizes with ``grad`` copied into the selected slice.
-    (PyTorch dispatches one ``aten::select_backward`` op, which the lab does not have; the lab runs its
-    body here: select + copy_ on a zero buffer.)"""
+    """``at::select_backward_symint``: the operator (zeros of the input's sizes with ``grad`` copied into
+    the selected row); a build without it runs the same body here."""
+    if hasattr(at._functions, "select_backward"):
+        return at.select_backward(grad, tuple(input_sizes), dim, index)
     grad_input = _zeros_like_sizes(grad, input_sizes)
     at.Tensor.copy_(at.Tensor.select(grad_input, dim, index), grad)
     return grad_input
 
 
 def slice_backward_wrapper(at: Any, grad: Any, input_sizes: Any, dim: int, start: Any, end: Any, step: int) -> Any:
-    """``slice_backward_wrapper``: zeros of the input's sizes with ``grad`` copied into the slice
-    (PyTorch: one ``aten::slice_backward`` op, which the lab does not have)."""
+    """``slice_backward_wrapper``: fill in start (0) and end (INT64_MAX), then ``at::slice_backward``."""
+    start = 0 if start is None else start
+    end = 2**63 - 1 if end is None else end
+    if hasattr(at._functions, "slice_backward"):
+        return at.slice_backward(grad, tuple(input_sizes), dim, start, end, step)
     grad_input = _zeros_like_sizes(grad, input_sizes)
     at.Tensor.copy_(at.Tensor.slice(grad_input, dim, start, end, step), grad)
     return grad_input

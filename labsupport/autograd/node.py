@@ -53,6 +53,7 @@ class AccumulateGrad(Node):
 
     def __init__(self, variable: Any) -> None:
         super().__init__()
+        self.sequence_nr = 2**64 - 1  # UINT64_MAX: a sink runs as soon as it is ready (accumulate_grad.cpp)
         self.variable = variable
         self.input_metadata = [(tuple(variable._sizes), variable._dtype)]
         self.stealable = True  # set by the engine before each apply

@@ -66,6 +66,8 @@ _EXPORTS = {
     "zeros_like": "tensor_like",
     "new_empty_strided_symint": "tensor_like",
     "detach": "tensor_like",
+    "select_backward_symint": "tensor_like",
+    "slice_backward": "tensor_like",
     # Meta kernels of non-structured ops
     "fill_meta_": "meta_kernels",
     "zero_meta_": "meta_kernels",

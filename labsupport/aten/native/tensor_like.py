@@ -6,7 +6,8 @@ Stands for ``aten/src/ATen/native/TensorFactories.cpp`` (``empty_strided_cpu``, 
 PyTorch's autograd calls them through the dispatcher: ``.backward()`` seeds the graph with
 ``ones_like``, ``AccumulateGrad`` keeps a gradient with ``detach`` or clones it with
 ``new_empty_strided`` + ``copy_``, and the backward of ``fill_`` / ``zero_`` / ``normal_`` is
-``zeros_like``. The CompositeExplicitAutograd ones take the build's C++ API ``at`` first.
+``zeros_like``; select's and slice's backward formulas call ``select_backward`` / ``slice_backward``
+(TensorShape.cpp). The CompositeExplicitAutograd ones take the build's C++ API ``at`` first.
 """
 
 from __future__ import annotations
@@ -94,3 +95,19 @@ def detach(at: Any, self: TensorBase) -> TensorBase:
     history; it shares the version counter (the ADInplaceOrView kernel's job in PyTorch) but is not
     ``_is_view()``."""
     return TensorBase.detach(self)
+
+
+def select_backward_symint(at: Any, grad_output: TensorBase, input_sizes: Sequence[int], dim: int,
+                           index: int) -> TensorBase:
+    """``at::native::select_backward_symint``: zeros of the input's sizes, ``grad`` copied into the row."""
+    grad_input = at.zeros(tuple(input_sizes), grad_output._dtype, None, grad_output._device, None)
+    at.Tensor.copy_(at.Tensor.select(grad_input, dim, index), grad_output)
+    return grad_input
+
+
+def slice_backward(at: Any, grad_output: TensorBase, input_sizes: Sequence[int], dim: int, start: int, end: int,
+                   step: int) -> TensorBase:
+    """``at::native::slice_backward``: zeros of the input's sizes, ``grad`` copied into the slice."""
+    grad_input = at.zeros(tuple(input_sizes), grad_output._dtype, None, grad_output._device, None)
+    at.Tensor.copy_(at.Tensor.slice(grad_input, dim, start, end, step), grad_output)
+    return grad_input
