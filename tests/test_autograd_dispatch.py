@@ -265,3 +265,38 @@ def test_accumulate_grad_clones_a_gradient_the_caller_holds_and_adds_in_place_on
     first = a.grad
     labtorch.mul(a, 3.0).sum().backward()
     assert a.grad is first and a.grad.tolist() == [4.0, 5.0]  # variable_grad += new_grad
+
+
+def _view_program(torch, view, op, data_a, data_b):
+    a = torch.tensor(data_a, requires_grad=True)
+    b = torch.tensor(data_b)
+    mode = _logging(torch)
+    with mode:
+        h = torch.mul(a, 2.0) if view != "leafless" else torch.mul(a, b)
+        v = {"select": lambda: h.select(0, 1), "select1": lambda: h.select(1, 2), "t": lambda: h.t(),
+             "view": lambda: h.view(9), "leafless": lambda: h.select(0, 0)}[view]()  # fmt: skip
+        other = b.select(0, 0) if v.dim() == 1 and v.shape[0] == 3 else b.t() if view == "t" else b.view(9)
+        if op == "mul_":
+            v.mul_(other)
+        elif op == "add_":
+            v.add_(other)
+        elif op == "zero_":
+            v.zero_()
+        else:
+            v.copy_(torch.mul(other, 3.0))
+        torch.sin(h).sum().backward()
+    return mode.log, a.grad.tolist()
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("view", ["select", "select1", "t", "view", "leafless"])
+@pytest.mark.parametrize("op", ["mul_", "add_", "zero_", "copy_"])
+def test_in_place_on_a_view_then_backward_logs_pytorchs_calls(torch_ref, view, op):
+    """CopySlices' steps (new_empty_strided + copy_, as_strided, clone, the op's own backward, copy_)
+    are operator calls on both sides."""
+    rng = random.Random(f"{view}-{op}")
+    data_a, data_b = _data(rng), _data(rng)
+    lab_log, lab_grad = _view_program(labtorch, view, op, data_a, data_b)
+    ref_log, ref_grad = _view_program(torch_ref, view, op, data_a, data_b)
+    assert lab_log == ref_log
+    assert _close(lab_grad, ref_grad)
