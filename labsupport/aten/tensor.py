@@ -369,9 +369,9 @@ class TensorBase:
                         f"{cls.__name__}: a lab kernel tried to compute with numpy on a wrapper subclass "
                         "(_make_wrapper_subclass), which has no data of its own. The lab's engine and backward "
                         "formulas dispatch their steps (ones_like, add, detach, new_empty_strided, copy_, sum_to), "
-                        "so they reach __torch_dispatch__ as in PyTorch; the steps that still use numpy are the "
-                        "backward of a view modified in place (CopySlices, AsStridedBackward0), as_strided's and "
-                        "mv's backward and the zero buffer of select/slice's backward.\n"
+                        "so they reach __torch_dispatch__ as in PyTorch; the steps that still use numpy are "
+                        "AsStridedBackward0 (a view read after its base was modified in place), as_strided's and "
+                        "mv's backward."
                     )
                 return make_tensor(plain, data, sizes, dtype, device, *rest)
 

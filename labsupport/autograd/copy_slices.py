@@ -10,7 +10,9 @@ that holds ``h``'s and ``v``'s geometry (sizes, strides, storage offset) and the
 backward it copies the incoming gradient for ``h``, runs ``MulBackward0`` on the slice that ``v`` covers
 and writes the result back into that slice. ``v.grad_fn`` becomes an ``AsStridedBackward0`` into ``h``.
 
-The lab does the strided arithmetic with numpy index arrays (PyTorch uses ``as_strided`` on a buffer).
+``CopySlices`` dispatches its steps as PyTorch's does (``new_empty_strided`` + ``copy_``, ``as_strided``,
+``clone``, ``copy_``); a build without those operators, and ``AsStridedBackward0``, do the strided
+arithmetic with numpy index arrays (PyTorch's ``as_strided_backward`` uses operators on a buffer).
 PyTorch's rebuilt node is ``generated::AsStridedBackward0``, the class ``x.as_strided(...)`` records; the
 lab's is the hand-written class below with the same name, because each build generates its own node
 classes while this autograd code is shared by all builds.
