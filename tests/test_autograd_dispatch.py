@@ -300,3 +300,17 @@ def test_in_place_on_a_view_then_backward_logs_pytorchs_calls(torch_ref, view, o
     ref_log, ref_grad = _view_program(torch_ref, view, op, data_a, data_b)
     assert lab_log == ref_log
     assert _close(lab_grad, ref_grad)
+
+
+@pytest.mark.torch
+def test_like_factories_keep_strides_as_pytorch_does(torch_ref):
+    """empty_like's preserve_format: a dense input's strides are kept (empty_strided), an overlapping
+    one (expanded) gets contiguous strides (empty)."""
+    found = []
+    for torch in (labtorch, torch_ref):
+        a = torch.ones(2, 3)
+        found.append((torch.empty_like(a.t()).stride(), torch.ones_like(a.expand(2, 2, 3)).stride(),
+                       torch.zeros_like(a, dtype=torch.float64).dtype == torch.float64,
+                       torch.empty_strided((2, 3), (1, 2)).stride(), a.new_empty_strided((3, 2), (1, 3)).stride(),
+                       torch.ones_like(a, requires_grad=True).requires_grad))  # fmt: skip
+    assert found[0] == found[1]
