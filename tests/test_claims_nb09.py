@@ -229,10 +229,11 @@ def test_logging_mode_forward_same(torch_ref):
 
 @claim("nb09.logging_mode_backward_engine_calls")
 def test_logging_mode_backward_engine_calls(torch_ref):
+    """Backward too: the engine's seed (ones_like), AccumulateGrad's detach or new_empty_strided + copy_,
+    and mm's t() are dispatched on both, so the logs are equal."""
     real, lab = _both_logs(torch_ref)
-    engine_calls = {"ones_like.default", "new_empty_strided.default", "copy_.default", "detach.default", "t.default"}
     for name in ("add_backward", "mul_backward", "matmul_backward"):
-        assert [c for c in real[name] if c not in engine_calls] == lab[name], name
+        assert real[name] == lab[name], name
         assert "ones_like.default" in real[name]
     assert "t.default" in real["matmul_backward"] and "detach.default" in real["mul_backward"]
     assert real["add_backward"][-2:] == ["new_empty_strided.default", "copy_.default"]

@@ -363,13 +363,18 @@ def test_wrapper_backward_in_pytorch(torch_ref):
     assert type(w.grad) is counted and w.grad.elem.tolist() == [3.0, 5.0, 7.0]
 
 
-def test_wrapper_backward_in_the_lab_says_why():
-    """The notebook shows this error; when the lab's engine learns to run backward through wrappers,
-    this test fails and section 6 of notebook 11 should show the gradient instead."""
-    counted = counted_class(lab_torch)
-    w = counted(lab_torch.tensor([1.0, 2.0, 3.0]), requires_grad=True)
-    with pytest.raises(NotImplementedError, match=r"wrapper subclass \(_make_wrapper_subclass\) has none"):
+@claim("nb11.wrapper_backward_in_the_lab")
+def test_wrapper_backward_in_the_lab_matches_pytorch(torch_ref):
+    """The lab's engine dispatches every backward step, so a wrapper subclass's handler sees them and
+    the gradient (a Counted, like PyTorch's) is PyTorch's."""
+    found = []
+    for torch in (lab_torch, torch_ref):
+        counted = counted_class(torch)
+        w = counted(torch.tensor([1.0, 2.0, 3.0]), requires_grad=True)
         (w * w + w).sum().backward()
+        found.append((type(w.grad) is counted, w.grad.elem.tolist(), w.grad.ops))
+    assert found[0] == found[1]
+    assert found[0][:2] == (True, [3.0, 5.0, 7.0])
 
 
 @claim("nb11.accessors_and_alias")

@@ -366,11 +366,12 @@ class TensorBase:
             def make_plain(_cls: type, data: Any, sizes: Any, dtype: DType, device: Device, *rest: Any) -> Any:
                 if data is None and device.type != "meta":
                     raise NotImplementedError(
-                        f"{cls.__name__}: the lab's autograd engine and formulas compute some gradients with numpy "
-                        f"on a tensor's own data, and a wrapper subclass (_make_wrapper_subclass) has none. "
-                        "PyTorch's engine dispatches those steps (ones_like for the seed, add, detach), so they "
-                        "reach __torch_dispatch__. In the lab, a subclass that carries data (_make_subclass) "
-                        "supports backward."
+                        f"{cls.__name__}: a lab kernel tried to compute with numpy on a wrapper subclass "
+                        "(_make_wrapper_subclass), which has no data of its own. The lab's engine and backward "
+                        "formulas dispatch their steps (ones_like, add, detach, new_empty_strided, copy_, sum_to), "
+                        "so they reach __torch_dispatch__ as in PyTorch; the steps that still use numpy are "
+                        "AsStridedBackward0 (a view read after its base was modified in place), as_strided's and "
+                        "mv's backward."
                     )
                 return make_tensor(plain, data, sizes, dtype, device, *rest)
 

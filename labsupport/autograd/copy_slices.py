@@ -10,7 +10,9 @@ that holds ``h``'s and ``v``'s geometry (sizes, strides, storage offset) and the
 backward it copies the incoming gradient for ``h``, runs ``MulBackward0`` on the slice that ``v`` covers
 and writes the result back into that slice. ``v.grad_fn`` becomes an ``AsStridedBackward0`` into ``h``.
 
-The lab does the strided arithmetic with numpy index arrays (PyTorch uses ``as_strided`` on a buffer).
+``CopySlices`` dispatches its steps as PyTorch's does (``new_empty_strided`` + ``copy_``, ``as_strided``,
+``clone``, ``copy_``); a build without those operators, and ``AsStridedBackward0``, do the strided
+arithmetic with numpy index arrays (PyTorch's ``as_strided_backward`` uses operators on a buffer).
 PyTorch's rebuilt node is ``generated::AsStridedBackward0``, the class ``x.as_strided(...)`` records; the
 lab's is the hand-written class below with the same name, because each build generates its own node
 classes while this autograd code is shared by all builds.
@@ -135,6 +137,9 @@ class CopySlices(Node):
         if grad is None:
             return [None] * n
         base, view = self.base, self.view
+        at = getattr(type(grad), "_cpp_api", None)
+        if at is not None and grad._data is not None and hasattr(at.Tensor, "new_empty_strided"):
+            return self._apply_dispatched(at, grad, n)
         if grad._data is None:  # meta tensors: shapes only
             res = self.fn.apply([_tensor_like(grad, None, view.sizes)])
             return [_tensor_like(grad, None, base.sizes), *res[1:n]]
@@ -151,4 +156,25 @@ class CopySlices(Node):
             out[0] = _tensor_like(grad, storage[base_index], base.sizes)
         for i in range(1, n):
             out[i] = res[i] if i < len(res) else None
+        return out
+
+    def _apply_dispatched(self, at: Any, grad: Any, n: int) -> list[Any]:
+        """``CopySlices::apply_impl`` step by step, each step an operator call as in PyTorch:
+        ``result = grad.new_empty_strided(base)`` + ``copy_``, ``grad_slice = result.as_strided(view)``,
+        ``fn(grad_slice.clone())``, then ``grad_slice.copy_(res[0])`` writes the view's gradient back."""
+        base, view = self.base, self.view
+        result = at.Tensor.new_empty_strided(grad, base.sizes, base.strides)
+        at.Tensor.copy_(result, grad)
+        offset = view.storage_offset - base.storage_offset
+        grad_slice = at.Tensor.as_strided(result, view.sizes, view.strides, offset)
+        res = self.fn.apply([at.Tensor.clone(grad_slice)])
+        out: list[Any] = [None] * n
+        for i in range(min(n, len(res))):
+            if res[i] is None:
+                continue
+            if i == 0:
+                at.Tensor.copy_(grad_slice, res[0])
+                out[0] = result
+            else:
+                out[i] = res[i]
         return out

@@ -1,7 +1,10 @@
 """Helper functions used by the backward formulas in ops.yaml.
 
 Stands for ``torch/csrc/autograd/FunctionsManual.cpp``. They run with grad mode off, on the build's
-own tensors, and call its operators through ordinary Tensor methods where PyTorch does.
+own tensors. Each takes the build's C++ API ``at`` first (the generated nodes pass it) and calls
+operators through it, as FunctionsManual.cpp calls ``at::`` functions and ``at::Tensor`` methods:
+those calls are dispatched, so a logging mode and the profiler see them, and never go through the
+Python bindings.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from labsupport.autograd.engine import _sum_to
+from labsupport.autograd.engine import sum_to as _engine_sum_to
 
 __all__ = [
     "maybe_multiply", "sum_to", "sum_backward", "mm_mat1_backward", "mm_mat2_backward", "_to_copy_backward",
@@ -19,63 +22,65 @@ __all__ = [
 ]
 
 
-def maybe_multiply(grad: Any, alpha: Any) -> Any:
+def maybe_multiply(at: Any, grad: Any, alpha: Any) -> Any:
     """``grad * alpha``, skipping the multiply when alpha is 1 (``maybe_multiply``)."""
     if alpha == 1:
         return grad
-    return grad.mul(alpha)
+    from labsupport.aten.scalar_tensor import wrapped_scalar_tensor
+
+    return at.Tensor.mul(grad, wrapped_scalar_tensor(alpha, type(grad)))  # C++: grad * alpha
 
 
-def sum_to(grad: Any, sizes: tuple[int, ...]) -> Any:
-    """``at::sum_to``: reduce a broadcast gradient back to ``sizes``."""
-    return _sum_to(grad, tuple(sizes))
+def sum_to(at: Any, grad: Any, sizes: tuple[int, ...]) -> Any:
+    """``at::sum_to``: reduce a broadcast gradient back to ``sizes`` (sum.dim_IntList, then view)."""
+    return _engine_sum_to(grad, tuple(sizes), at)
 
 
-def sum_backward(grad: Any, sizes: tuple[int, ...], dims: Any, keepdim: bool) -> Any:
-    """``sum_backward``: put back the reduced dimensions, then expand to the input's sizes."""
+def sum_backward(at: Any, grad: Any, sizes: tuple[int, ...], dims: Any, keepdim: bool) -> Any:
+    """``sum_backward``: put back the reduced dimensions (``unsqueeze``), then ``expand`` to the input's
+    sizes."""
     sizes = tuple(sizes)
     if not keepdim and sizes:
         if dims is None or len(dims) == 0:
             dims = range(len(sizes))
-        kept = sorted(d % len(sizes) for d in dims)
-        shape = list(grad._sizes)
-        for d in kept:
-            shape.insert(d, 1)
-        data = None if grad._data is None else np.reshape(grad._data, shape)
-        grad = type(grad)._make(data, tuple(shape), grad._dtype, grad._device)
-    return grad.expand(sizes)
+        for d in sorted(d % len(sizes) for d in dims):
+            grad = at.Tensor.unsqueeze(grad, d)
+    return at.Tensor.expand(grad, sizes)
+
+
+def mm_mat1_backward(at: Any, grad: Any, mat2: Any) -> Any:
+    """``mm_mat1_backward``: d(self @ mat2)/d(self) is ``grad.mm(mat2.t())``."""
+    return at.Tensor.mm(grad, at.Tensor.t(mat2))
+
+
+def mm_mat2_backward(at: Any, grad: Any, self: Any) -> Any:
+    """``mm_mat2_backward``: d(self @ mat2)/d(mat2) is ``self.t().mm(grad)``."""
+    return at.Tensor.mm(at.Tensor.t(self), grad)
+
+
+def _to_copy_backward(at: Any, grad: Any, self_options: Any) -> Any:
+    """``_to_copy_backward``: the gradient goes back to the input's dtype (``grad.to(self_options)``:
+    the same tensor when the dtype already matches, else ``_to_copy``)."""
+    if grad._dtype is self_options.dtype:
+        return grad
+    return at._to_copy(grad, self_options.dtype)
 
 
 def _transposed(t: Any) -> Any:
-    """A contiguous transposed copy of a matrix (the lab has no ``t()`` view yet)."""
+    """A contiguous transposed copy of a matrix (numpy)."""
     data = None if t._data is None else np.ascontiguousarray(t._data.T)
     return type(t)._make(data, tuple(reversed(t._sizes)), t._dtype, t._device)
 
 
-def mm_mat1_backward(grad: Any, mat2: Any) -> Any:
-    """``mm_mat1_backward``: d(self @ mat2)/d(self) is ``grad @ mat2.t()``."""
-    return grad.mm(_transposed(mat2))
-
-
-def mm_mat2_backward(grad: Any, self: Any) -> Any:
-    """``mm_mat2_backward``: d(self @ mat2)/d(mat2) is ``self.t() @ grad``."""
-    return _transposed(self).mm(grad)
-
-
-def _to_copy_backward(grad: Any, self_options: Any) -> Any:
-    """``_to_copy_backward``: the gradient goes back to the input's dtype (``grad.to(self_options)``)."""
-    return grad.to(self_options.dtype)
-
-
-def mv_self_backward(grad: Any, vec: Any) -> Any:
+def mv_self_backward(at: Any, grad: Any, vec: Any) -> Any:
     """``grad.ger(vec)`` (PyTorch's formula for mv's matrix): the outer product (the lab has no ``ger``)."""
     data = None if grad._data is None else np.multiply.outer(grad._data, vec._data).astype(grad._data.dtype)
     return type(grad)._make(data, (grad._sizes[0], vec._sizes[0]), grad._dtype, grad._device)
 
 
-def mv_vec_backward(grad: Any, self: Any) -> Any:
+def mv_vec_backward(at: Any, grad: Any, self: Any) -> Any:
     """``self.t().mv(grad)`` (PyTorch's formula for mv's vector)."""
-    return _transposed(self).mv(grad)
+    return at.Tensor.mv(at.Tensor.t(self), grad)
 
 
 # --- views (FunctionsManual.cpp: select_backward, slice_backward_wrapper, unsqueeze_to, as_strided_backward)
@@ -87,28 +92,35 @@ def _zeros_like_sizes(grad: Any, sizes: Any) -> Any:
     return type(grad)._make(data, sizes, grad._dtype, grad._device)
 
 
-def select_backward_symint(grad: Any, input_sizes: Any, dim: int, index: int) -> Any:
-    """``select_backward``: zeros of the input's sizes with ``grad`` copied into the selected slice."""
+def select_backward_symint(at: Any, grad: Any, input_sizes: Any, dim: int, index: int) -> Any:
+    """``at::select_backward_symint``: the operator (zeros of the input's sizes with ``grad`` copied into
+    the selected row); a build without it runs the same body here."""
+    if hasattr(at._functions, "select_backward"):
+        return at.select_backward(grad, tuple(input_sizes), dim, index)
     grad_input = _zeros_like_sizes(grad, input_sizes)
-    grad_input.select(dim, index).copy_(grad)
+    at.Tensor.copy_(at.Tensor.select(grad_input, dim, index), grad)
     return grad_input
 
 
-def slice_backward_wrapper(grad: Any, input_sizes: Any, dim: int, start: Any, end: Any, step: int) -> Any:
-    """``slice_backward_wrapper``: zeros of the input's sizes with ``grad`` copied into the slice."""
+def slice_backward_wrapper(at: Any, grad: Any, input_sizes: Any, dim: int, start: Any, end: Any, step: int) -> Any:
+    """``slice_backward_wrapper``: fill in start (0) and end (INT64_MAX), then ``at::slice_backward``."""
+    start = 0 if start is None else start
+    end = 2**63 - 1 if end is None else end
+    if hasattr(at._functions, "slice_backward"):
+        return at.slice_backward(grad, tuple(input_sizes), dim, start, end, step)
     grad_input = _zeros_like_sizes(grad, input_sizes)
-    grad_input.slice(dim, start, end, step).copy_(grad)
+    at.Tensor.copy_(at.Tensor.slice(grad_input, dim, start, end, step), grad)
     return grad_input
 
 
-def unsqueeze_to(grad: Any, *args: Any) -> Any:
+def unsqueeze_to(at: Any, grad: Any, *args: Any) -> Any:
     """``unsqueeze_to(grad, sizes)`` / ``unsqueeze_to(grad, dim(s), sizes)``: put back the size-1 dims
     that squeeze removed (only those the input really had)."""
     if len(args) == 1:
         sizes = tuple(args[0])
         for d, n in enumerate(sizes):
             if n == 1:
-                grad = grad.unsqueeze(d)
+                grad = at.Tensor.unsqueeze(grad, d)
         return grad
     dims, sizes = args
     sizes = tuple(sizes)
@@ -118,7 +130,7 @@ def unsqueeze_to(grad: Any, *args: Any) -> Any:
     wrapped = sorted({(d + ndim if d < 0 else d) for d in dims} if ndim else set())
     for d in wrapped:
         if sizes[d] == 1:
-            grad = grad.unsqueeze(d)
+            grad = at.Tensor.unsqueeze(grad, d)
     return grad
 
 
@@ -134,7 +146,7 @@ class TensorGeometry:
         self.storage_offset = t.storage_offset()
 
 
-def as_strided_backward(grad: Any, input_geometry: Any, sizes: Any, strides: Any, storage_offset: Any) -> Any:
+def as_strided_backward(at: Any, grad: Any, input_geometry: Any, sizes: Any, strides: Any, storage_offset: Any) -> Any:
     """``as_strided_backward``, simplified: scatter-add ``grad`` into a zero buffer laid out like the
     input's storage window (so overlapping output elements add up), then read the input's elements
     back out of it. PyTorch does the same with as_strided views and ``index_add``-like steps."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
+import weakref
 from typing import Any
 
 from labsupport.autograd.variable import _VIEW_META, refresh_view
@@ -40,25 +41,81 @@ class Node:
 
 
 class AccumulateGrad(Node):
-    """The sink for a leaf tensor: adds the incoming gradient into ``leaf.grad``."""
+    """``torch::autograd::AccumulateGrad``: the sink for a leaf tensor, puts the incoming gradient into
+    ``leaf.grad`` (functions/accumulate_grad.h ``accumulateGrad``, grad mode off):
+
+    * no ``.grad`` yet, and nobody else holds the gradient (``stealable``: the engine's stand-in for
+      ``use_count() <= 1``) and it obeys the layout contract (strides like the leaf's): keep it, as
+      ``new_grad.detach()``;
+    * no ``.grad`` yet otherwise: clone it into the leaf's layout (``new_empty_strided`` + ``copy_``);
+    * a ``.grad`` already: add in place (``variable_grad += new_grad``, ``add_``).
+    """
 
     def __init__(self, variable: Any) -> None:
         super().__init__()
+        self.sequence_nr = 2**64 - 1  # UINT64_MAX: a sink runs as soon as it is ready (accumulate_grad.cpp)
         self.variable = variable
         self.input_metadata = [(tuple(variable._sizes), variable._dtype)]
+        self.stealable = True  # set by the engine before each apply
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"
+
+    def __repr__(self) -> str:
+        return "<AccumulateGrad object>"
 
     def apply(self, grads: list[Any]) -> list[Any]:
         grad = grads[0]
         if grad is None:
             return []
         var = self.variable
+        at = getattr(type(grad), "_cpp_api", None)
+        if at is None or not hasattr(at.Tensor, "new_empty_strided"):
+            self._apply_numpy(var, grad)
+        elif var.grad is None:
+            if self.stealable and obeys_layout_contract(grad, var):
+                var.grad = at.detach(grad)
+            else:
+                var.grad = clone_obey_contract(at, grad, var)
+        else:
+            at.Tensor.add_(var.grad, grad)
+        return []
+
+    @staticmethod
+    def _apply_numpy(var: Any, grad: Any) -> None:
+        """A build without the operators above (a small test yaml): the same result, with numpy."""
         if var.grad is None:
             var.grad = type(var)._make(
                 None if grad._data is None else grad._data.copy(), grad._sizes, grad._dtype, grad._device
             )
         elif var.grad._data is not None and grad._data is not None:
             var.grad = type(var)._make(var.grad._data + grad._data, var.grad._sizes, var.grad._dtype, var.grad._device)
-        return []
+
+
+def obeys_layout_contract(grad: Any, variable: Any) -> bool:
+    """``utils::obeys_layout_contract`` (grad_layout_contract.h): for a non-overlapping and dense leaf,
+    the gradient has the leaf's strides (size-1 dims aside, but never stride 0); otherwise it is contiguous."""
+    from labsupport.aten.native.tensor_shape import _non_overlapping_and_dense
+    from labsupport.aten.storage import contiguous_strides
+
+    sizes, var_strides, grad_strides = tuple(grad._sizes), tuple(variable.stride()), tuple(grad.stride())
+    if _non_overlapping_and_dense(tuple(variable._sizes), var_strides):
+        for n, gs, vs in zip(sizes, grad_strides, var_strides):
+            if (n != 1 and gs != vs) or (n == 1 and gs == 0):
+                return False
+        return True
+    return all(n == 1 or gs == cs for n, gs, cs in zip(sizes, grad_strides, contiguous_strides(sizes)))
+
+
+def clone_obey_contract(at: Any, grad: Any, variable: Any) -> Any:
+    """``utils::clone_obey_contract``: ``new_empty_strided`` in the leaf's layout, then ``copy_``; a leaf
+    that is not non-overlapping and dense gets a contiguous ``clone``."""
+    from labsupport.aten.native.tensor_shape import _non_overlapping_and_dense
+
+    if _non_overlapping_and_dense(tuple(variable._sizes), tuple(variable.stride())):
+        fresh = at.Tensor.new_empty_strided(grad, tuple(variable._sizes), tuple(variable.stride()), grad._dtype)
+        return at.Tensor.copy_(fresh, grad)
+    return at.clone(grad)
 
 
 def gradient_edge(tensor: Any) -> Edge:
@@ -74,7 +131,27 @@ def gradient_edge(tensor: Any) -> Edge:
             return (None, 0)
     if tensor.grad_fn is not None:
         return (tensor.grad_fn, tensor._output_nr)
-    return (AccumulateGrad(tensor), 0)
+    return (grad_accumulator(tensor), 0)
+
+
+_GRAD_ACCUMULATORS: dict[int, weakref.ref[AccumulateGrad]] = {}
+
+
+def grad_accumulator(tensor: Any) -> AccumulateGrad:
+    """``impl::grad_accumulator``: one AccumulateGrad per leaf while a graph uses it (the leaf keeps a weak
+    reference, the graph the node), so two edges to the same leaf meet in one input buffer and add there."""
+    ref = _GRAD_ACCUMULATORS.get(id(tensor))
+    node = ref() if ref is not None else None
+    if node is None or node.variable is not tensor:
+        node = AccumulateGrad(tensor)
+        key = id(tensor)
+        _GRAD_ACCUMULATORS[key] = weakref.ref(node, lambda _ref, key=key: _drop_accumulator(key, _ref))
+    return node
+
+
+def _drop_accumulator(key: int, ref: Any) -> None:
+    if _GRAD_ACCUMULATORS.get(key) is ref:
+        del _GRAD_ACCUMULATORS[key]
 
 
 def collect_next_edges(*tensors: Any) -> tuple[Edge, ...]:

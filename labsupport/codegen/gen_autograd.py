@@ -7,13 +7,28 @@ Stands for ``tools/autograd/gen_autograd_functions.py`` (``Functions.h/.cpp``: `
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import tokenize
 
-from labsupport.codegen.api import arg_names, py_name
+from labsupport.codegen.api import api_name, arg_names, functional_name_counts, py_name
 from labsupport.codegen.gen import handle_name, header, type_wrapper_name
 from labsupport.codegen.model import Derivative, NativeFunction, OpsRegistry
+
+# tools/autograd/gen_variable_type.py DONT_REQUIRE_DERIVATIVE (the lab's ops in it): outputs that only
+# depend on the input's shape and options get no grad_fn and never require grad.
+DONT_REQUIRE_DERIVATIVE = {"empty_like", "ones_like", "zeros_like", "new_empty_strided"}
+# Hand-written autograd kernels in PyTorch (VariableTypeManual.cpp, MANUAL_AUTOGRAD_AND_TRACER): detach
+# makes no graph, its output shares the version counter but is not a view to autograd.
+NO_GRAPH = DONT_REQUIRE_DERIVATIVE | {"detach"}
+# Nodes whose name is not the generated ``<Op>Backward<N>``: copy_'s node is hand-written in PyTorch
+# (torch/csrc/autograd/functions/tensor.h, ``CopyBackwards``); the lab generates it from the formulas in
+# ops.yaml and gives it PyTorch's class name and ``name()``.
+MANUAL_NODES = {"copy_": ("CopyBackwards", "torch::autograd::CopyBackwards")}
+# derivatives.yaml numbers the nodes of one base name in file order, counting overloads the lab does not
+# have: fill.Scalar and fill.Tensor (FillBackward0, 1) come before fill_.Scalar, so it is FillBackward2.
+PYTORCH_NODE_NUMBER = {"fill_.Scalar": 2}
 
 
 def _camel(name: str) -> str:
@@ -30,6 +45,8 @@ def is_view_op(f: NativeFunction) -> bool:
     checks the lab's ops against the installed torchgen.)"""
     if f.has_composite_implicit_kernel or "CompositeImplicitAutograd" in f.dispatch:
         return False
+    if f.func.name in NO_GRAPH:
+        return False  # detach: a manual kernel in PyTorch; its output is not _is_view()
     return any(r.annotation is not None and not r.annotation.is_write for r in f.func.returns)
 
 
@@ -48,11 +65,76 @@ def node_names(reg: OpsRegistry) -> dict[str, str]:
     counts: dict[str, int] = {}
     names = {}
     for full_name, d in reg.derivatives.items():
+        if d.func.name in MANUAL_NODES:
+            names[full_name] = MANUAL_NODES[d.func.name][0]
+            continue
         base = _camel(d.func.name)
         n = counts.get(base, 0)
         counts[base] = n + 1
-        names[full_name] = f"{base}Backward{n}"
+        names[full_name] = f"{base}Backward{PYTORCH_NODE_NUMBER.get(full_name, n)}"
     return names
+
+
+Overloads = dict[str, list[tuple[str, int, int]]]  # name -> [(python API name, min args, max args)]
+
+
+def cpp_overloads(reg: OpsRegistry, variant: str) -> Overloads:
+    """The generated C++ API's names by PyTorch name: Python has no overloading, so ``squeeze(dim)``
+    is ``squeeze_dim`` there. Arguments counted without ``self`` for methods."""
+    counts = functional_name_counts(reg.functions, variant)
+    found: Overloads = {}
+    for f in reg.functions:
+        if variant not in f.variants or f.func.is_out_fn():
+            continue
+        args = [a for a in f.func.arguments if not (variant == "method" and a.name == "self")]
+        required = sum(1 for a in args if a.default is None and not a.kwarg_only)
+        found.setdefault(f.func.name, []).append((api_name(f, counts), required, len(args)))
+    return found
+
+
+def _resolve(overloads: Overloads, name: str, nargs: int) -> str | None:
+    for api, low, high in overloads.get(name, ()):
+        if low <= nargs <= high:
+            return api
+    return None
+
+
+class _CppApiCalls(ast.NodeTransformer):
+    """Make a formula call the C++ API, as derivatives.yaml's C++ formulas do: ``grad.expand(s)`` becomes
+    ``at.Tensor.expand(grad, s)`` (``at::Tensor::expand``, not the Python binding ``THPVariable_expand``;
+    ``grad.squeeze(dim)`` picks ``at.Tensor.squeeze_dim`` as C++ overload resolution would),
+    ``zeros_like(grad)`` becomes ``at.zeros_like(grad)`` (``at::zeros_like``), and a FunctionsManual.cpp
+    helper gets the build's ``at`` as its first argument (``sum_to(at, grad, sizes)``)."""
+
+    def __init__(self, helpers: set[str], methods: Overloads, functions: Overloads) -> None:
+        self.helpers, self.methods, self.functions = helpers, methods, functions
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        at = ast.Name("at", ast.Load())
+        func = node.func
+        nargs = len(node.args) + len(node.keywords)
+        if isinstance(func, ast.Attribute):
+            api = _resolve(self.methods, func.attr, nargs)
+            if api is not None:
+                method = ast.Attribute(ast.Attribute(at, "Tensor", ast.Load()), api, ast.Load())
+                return ast.Call(method, [func.value, *node.args], node.keywords)
+        elif isinstance(func, ast.Name) and func.id in self.helpers:
+            return ast.Call(func, [at, *node.args], node.keywords)
+        elif isinstance(func, ast.Name):
+            api = _resolve(self.functions, func.id, nargs)
+            if api is not None:
+                return ast.Call(ast.Attribute(at, api, ast.Load()), node.args, node.keywords)
+        return node
+
+
+def cpp_api_formula(expr: str, methods: Overloads, functions: Overloads) -> str:
+    """``expr`` rewritten by ``_CppApiCalls``."""
+    from labsupport.autograd import formulas
+
+    helpers = set(formulas.__all__) - {"TensorGeometry"}
+    tree = _CppApiCalls(helpers, methods, functions).visit(ast.parse(expr, mode="eval"))
+    return ast.unparse(ast.fix_missing_locations(tree))
 
 
 _SIZES = re.compile(r"\b(\w+)\.sym_sizes\(\)")
@@ -94,9 +176,16 @@ def gen_autograd_functions(reg: OpsRegistry, source: str) -> str:
     names = node_names(reg)
     parts = [header("Backward nodes (grad_fn): one class per differentiable operator", "torch/csrc/autograd/generated/Functions.h / Functions.cpp", source)]
     parts.append(
+        "from . import functions, tensor_body\n"
+        "from labsupport.aten.native.composite import CppApi\n"
         "from labsupport.autograd.formulas import *  # noqa: F403 -- FunctionsManual.cpp: every name in its __all__\n"
-        "from labsupport.autograd.node import Node\n"
+        "from labsupport.autograd.node import Node\n\n"
+        "# What the formulas call at::: this build's functions API and at::Tensor's C++ methods (never the\n"
+        "# Python bindings). Lab-only: the engine (shared by every build) finds it on the tensor's class.\n"
+        "at = CppApi(functions, tensor_body.TensorBody)\n"
+        "tensor_body.TensorBody._cpp_api = at\n"
     )
+    methods, functions = cpp_overloads(reg, "method"), cpp_overloads(reg, "function")
     for full_name, d in reg.derivatives.items():
         cls = names[full_name]
         inputs = [a for a in d.func.arguments if a.type.is_tensor_like and a.name in d.formulas]
@@ -105,17 +194,23 @@ def gen_autograd_functions(reg: OpsRegistry, source: str) -> str:
         for i, a in enumerate(inputs):
             expr, used = _rewrite(d.formulas[a.name])
             saved |= used
-            exprs.append((i, a.name, expr))
+            exprs.append((i, a.name, cpp_api_formula(expr, methods, functions)))
         arg_set = {a.name for a in d.func.arguments}
         saved_names = sorted(n for n in saved if n in arg_set or n.endswith(("_sym_sizes", "_options", "_geometry")))
         tensors = {a.name for a in d.func.arguments if a.type.is_tensor}
         unpack = "".join(
             f"        {py_name(n)} = node.{n}_{'.unpack()' if n in tensors else ''}\n" for n in saved_names
         )
+        title = d.func.name + (f".{d.func.overload_name}" if d.func.overload_name else "")
+        manual = MANUAL_NODES.get(d.func.name)
+        where = ", hand-written in PyTorch (torch/csrc/autograd/functions/tensor.h)" if manual else ""
         lines = [
             f"\n\nclass {cls}(Node):\n",
-            f'    """The backward of {d.func.name}' + (f".{d.func.overload_name}" if d.func.overload_name else "")
-            + f' ({d.loc}). Saved: {", ".join(saved_names) or "nothing"}."""\n\n',
+            f'    """The backward of {title} ({d.loc}{where}). Saved: {", ".join(saved_names) or "nothing"}."""\n\n',
+        ]
+        if manual:
+            lines += ["    def name(node):  # noqa: N805\n", f'        return "{manual[1]}"\n\n']
+        lines += [
             "    def apply(node, grads):  # noqa: N805 -- `self` is the name of an input in the formulas\n",
             "        grad = grads[0]\n",
             "        if grad is None:\n",
@@ -216,7 +311,12 @@ def gen_variable_type(reg: OpsRegistry, source: str) -> str:
         any_rg = any_rg or "False"
         doc = f'    """torch::autograd::VariableType::(anonymous namespace)::{name}: autograd for aten::{f.name}."""\n'
         body: list[str] = []
-        if f.func.is_out_fn():
+        if f.func.name in NO_GRAPH:
+            doc = doc[:-4] + " No graph: " + (
+                "VariableTypeManual.cpp's detach." if f.func.name == "detach" else "DONT_REQUIRE_DERIVATIVE."
+            ) + '"""\n'
+            body += guarded("AutoDispatchBelowADInplaceOrView", f"return {handle}.redispatch(ks & AFTER_AUTOGRAD_KEYSET, {params})")
+        elif f.func.is_out_fn():
             outs = [py_name(a.name) for a in f.func.arguments if a.is_out]
             body += [
                 f"    if is_grad_enabled() and ({any_rg} or {' or '.join(o + '.requires_grad' for o in outs)}):\n",
@@ -274,12 +374,20 @@ def gen_ad_inplace_or_view(reg: OpsRegistry, source: str) -> str:
     for f in reg.functions:
         mutated = [py_name(a.name) for a in f.func.arguments if a.annotation is not None and a.annotation.is_write]
         view = is_view_op(f)
-        if not mutated and not view:
+        detach = f.func.name == "detach"
+        if not mutated and not view and not detach:
             continue  # functional ops: ADInplaceOrView is a fallthrough for them
         name = type_wrapper_name(f)
         params = ", ".join(arg_names(f.func))
         call = f"result = _ops.{handle_name(f)}.redispatch(ks & AFTER_AD_INPLACE_OR_VIEW_KEYSET, {params})"
-        if mutated:
+        if detach:
+            doc = (
+                f'    """torch::ADInplaceOrView::{name} (VariableTypeManual.cpp): run detach below. PyTorch marks the\n'
+                f'    output a non-differentiable view here (shared version counter, _is_view() False); the lab\'s\n'
+                f'    detach kernel already shares the version counter, so nothing is left to do."""\n'
+            )
+            after = ""
+        elif mutated:
             doc = (
                 f'    """torch::ADInplaceOrView::(anonymous namespace)::{name}: run the op below, then bump the version of\n'
                 f'    the tensors it wrote (so autograd can detect a saved tensor modified in place)."""\n'

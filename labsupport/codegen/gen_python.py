@@ -284,6 +284,7 @@ def gen_python_variable_methods(reg: OpsRegistry, source: str) -> str:
         "from labsupport.aten.scalar_tensor import wrapped_scalar_tensor\n"
         "from labsupport.aten.tensor import TensorBase\n"
         "from labsupport.autograd.engine import backward as _run_backward\n"
+        "from labsupport.c10.tls import AutoDispatchBelowADInplaceOrView  # factory methods: new_empty_strided\n"
         "from labsupport.overrides import _is_torch_function_mode_enabled as _torch_function_mode_enabled\n"
         "from labsupport.overrides import handle_binding_torch_function as _handle_torch_function\n"
         "from labsupport.overrides import handle_torch_function, has_torch_function_unary\n"

@@ -57,6 +57,17 @@ _EXPORTS = {
     # structured linear algebra
     "structured_mm_out_cpu": "linear_algebra",
     "structured_mm_out_cuda": "linear_algebra",
+    # what autograd dispatches (TensorFactories.cpp): allocation, *_like, new_empty_strided, detach
+    "empty_strided_cpu": "tensor_like",
+    "empty_strided_cuda": "tensor_like",
+    "empty_strided_meta_symint": "tensor_like",
+    "empty_like": "tensor_like",
+    "ones_like": "tensor_like",
+    "zeros_like": "tensor_like",
+    "new_empty_strided_symint": "tensor_like",
+    "detach": "tensor_like",
+    "select_backward_symint": "tensor_like",
+    "slice_backward": "tensor_like",
     # Meta kernels of non-structured ops
     "fill_meta_": "meta_kernels",
     "zero_meta_": "meta_kernels",
