@@ -47,6 +47,7 @@ _EXPORTS = {
     "_unsafe_view": "tensor_shape",
     "clone": "tensor_shape",
     "reshape_symint": "tensor_shape",
+    "squeeze_": "inplace_views",
     "_to_copy": "tensor_conversions",
     # CompositeImplicitAutograd kernels (same calling convention)
     "matmul": "linear_algebra",
@@ -57,6 +58,8 @@ _EXPORTS = {
     # structured linear algebra
     "structured_mm_out_cpu": "linear_algebra",
     "structured_mm_out_cuda": "linear_algebra",
+    "structured_bmm_out_cpu": "linear_algebra",
+    "structured_bmm_out_cuda": "linear_algebra",
     # Meta kernels of non-structured ops
     "fill_meta_": "meta_kernels",
     "zero_meta_": "meta_kernels",
