@@ -37,7 +37,8 @@ class structured_mm(MetaBase):
 
 class structured_bmm(MetaBase):
     """at::meta::structured_bmm (``common_checks_baddbmm_bmm``): two 3-D tensors [b, n, k] and
-    [b, k, m]; the result [b, n, m] has self's options. No device check here, as in PyTorch."""
+    [b, k, m]; the result [b, n, m] takes ``mat2``'s options (PyTorch 2.13 builds the output from
+    batch2's options, so ``bmm(float16, int64)`` of empty tensors is int64). No device check here."""
 
     __slots__ = ()
 
@@ -52,4 +53,4 @@ class structured_bmm(MetaBase):
                 f"Expected size for first two dimensions of batch2 tensor to be: [{batch}, {k}] but got: "
                 f"[{batch2}, {k2}]."
             )
-        self.set_output_raw_strided(0, (batch, n, m), None, TensorOptions(self_._dtype, self_._device), None)
+        self.set_output_raw_strided(0, (batch, n, m), None, TensorOptions(mat2._dtype, mat2._device), None)

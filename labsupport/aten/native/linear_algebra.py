@@ -8,12 +8,19 @@ PyTorch does, so a meta tensor pair of different dtypes passes) and multiplies w
 Reduced-precision floats (float16, bfloat16) are multiplied in float32 and rounded once, as
 PyTorch's CPU gemm accumulates them in float.
 
-``matmul`` is a composite: it has no kernel of its own below Autograd; it calls ``at::dot`` (1-D x 1-D),
-``at::mv`` (2-D x 1-D) or ``at::mm`` (2-D x 2-D), so autograd records ``DotBackward0`` / ``MvBackward0`` /
-``MmBackward0`` and the profiler shows ``aten::matmul -> aten::mm``. PyTorch also handles 1-D x 2-D
-(``unsqueeze + mm + squeeze_``) and batches (folding into ``mm`` or ``bmm``) with view operators the lab
-does not have yet, so those ranks raise ``NotImplementedError`` naming the PyTorch path instead of
-computing something that would trace differently.
+``bmm`` is structured the same way: ``structured_bmm.meta()`` checks two 3-D tensors and announces an
+output with ``mat2``'s options; ``impl()`` multiplies each batch entry.
+
+``matmul`` is a composite (``_matmul_impl``): it has no kernel of its own below Autograd, and every rank
+combination ends in operators autograd knows: 1-D x 1-D ``at::dot`` (``DotBackward0``), 2-D x 1-D
+``at::mv``, 1-D x 2-D ``unsqueeze(0) + mm + squeeze_(0)`` (``SqueezeBackward4``), 2-D x 2-D ``at::mm``;
+larger ranks fold the big operand into a matrix for one ``mm`` / ``mv`` when ``should_fold`` says so,
+and otherwise broadcast the batch dims and call ``at::bmm`` on ``expand`` + ``reshape``d operands, the
+result ``_unsafe_view``ed to the broadcast shape (``UnsafeViewBackward0``). The aten calls, in order,
+are PyTorch 2.13's (tests/test_linear_algebra.py logs both with a TorchDispatchMode). One difference:
+PyTorch's ``Tensor::mT()`` is an operator of its own (CompositeImplicitAutograd, so a dispatch mode
+sees only its ``transpose``); the lab calls ``transpose(-2, -1)`` directly, so the profiler has no
+``aten::mT`` row.
 """
 
 from __future__ import annotations
@@ -76,23 +83,23 @@ class structured_mm_out_cuda(structured_mm_out_cpu):
 
 class structured_bmm_out_cpu(structured_bmm):
     """at::native::structured_bmm_out_cpu (``bmm_out_or_baddbmm_`` with beta 0): ``out[i] = self[i] @
-    mat2[i]`` for each batch entry i. The dtype check comes first, then the empty cases."""
+    mat2[i]`` for each batch entry i. The empty cases return before any dtype check."""
 
     __slots__ = ()
 
     def impl(self, self_: TensorBase, mat2: TensorBase, out: TensorBase) -> None:
-        if self_._dtype is not mat2._dtype:
+        if out._data.size == 0:
+            return  # nothing to compute: no dtype check either (as in bmm_out_or_baddbmm_)
+        if self_._sizes[2] == 0:
+            out._data.fill(0)  # a sum of nothing
+            return
+        if self_._dtype is dtypes.bool:  # the type dispatch is on self's dtype ...
+            raise NotImplementedError("\"bmm\" not implemented for 'Bool'")
+        if self_._dtype is not mat2._dtype:  # ... then mat2's data is read as that type
             raise RuntimeError(
                 f"expected scalar type {self_._dtype.scalar_type_name} but found {mat2._dtype.scalar_type_name}"
             )
         dtype = self_._dtype
-        if out._data.size == 0:
-            return
-        if self_._sizes[2] == 0:
-            out._data.fill(0)
-            return
-        if dtype is dtypes.bool:
-            raise NotImplementedError("\"bmm\" not implemented for 'Bool'")
         if dtype is dtypes.float16 or dtype is dtypes.bfloat16:
             result = np.matmul(self_._data.astype(_float32), mat2._data.astype(_float32))
         else:
@@ -235,6 +242,12 @@ def matmul(at: Any, self: TensorBase, other: TensorBase) -> TensorBase:
         return T.squeeze__dim(at.mm(T.unsqueeze(tensor1, 0), tensor2), 0)
     if dim1 == 2 and dim2 == 2:
         return at.mm(tensor1, tensor2)
+    if dim1 == 3 and dim2 == 3 and (tensor1._sizes[0] == 1) != (tensor2._sizes[0] == 1):
+        # one 3-D operand has a batch of 1: squeeze it and start again ([b, n, k] @ [1, k, m] is a
+        # fold into one mm); PyTorch 2.13 calls _matmul_impl again, not at::matmul
+        if tensor1._sizes[0] == 1:
+            return matmul(at, T.squeeze_dim(tensor1, 0), tensor2)
+        return matmul(at, tensor1, T.squeeze_dim(tensor2, 0))
     if should_fold(at, tensor1, tensor2):
         transpose = dim2 > dim1
         t1 = _mT(at, tensor2) if transpose else tensor1
