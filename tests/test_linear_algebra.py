@@ -242,7 +242,7 @@ def _random_matmul_shapes(pyrng):
     b1 = [pyrng.choice([b, 1]) for b in batch[: max(r1 - 2, 0)]][::-1]
     b2 = [pyrng.choice([b, 1]) for b in batch[: max(r2 - 2, 0)]][::-1]
     if pyrng.random() < 0.1:  # a wrong inner size
-        shape2[0 if r2 == 1 else 0] += 1
+        shape2[0] += 1
     if b1 and b2 and pyrng.random() < 0.1:  # batch dims that do not broadcast
         b1[-1], b2[-1] = 2, 3
     return tuple(b1 + shape1), tuple(b2 + shape2)

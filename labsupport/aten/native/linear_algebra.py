@@ -194,7 +194,7 @@ def _requires_grad(t: TensorBase) -> bool:
     return bool(t.requires_grad) or t.grad_fn is not None
 
 
-def _mT(at: Any, t: TensorBase) -> TensorBase:
+def _matrix_transpose(at: Any, t: TensorBase) -> TensorBase:
     """``Tensor::mT()`` (CompositeImplicitAutograd ``at::native::mT``): ``transpose(-2, -1)``. The
     lab has no ``aten::mT`` operator, so the profiler shows the transpose without its mT parent."""
     return at.Tensor.transpose(t, -2, -1)
@@ -206,7 +206,7 @@ def should_fold(at: Any, tensor1: TensorBase, tensor2: TensorBase) -> bool:
     requires grad (the backward then avoids a large expanded gradient, even if folding copies); no for
     a 2-D self (the result would need a transpose and a copy); else only if the fold is a free view."""
     tensor1_larger = len(tensor1._sizes) >= len(tensor2._sizes)
-    t1 = tensor1 if tensor1_larger else _mT(at, tensor2)
+    t1 = tensor1 if tensor1_larger else _matrix_transpose(at, tensor2)
     dim_t1 = len(t1._sizes)
     dim_t2 = len(tensor2._sizes) if tensor1_larger else len(tensor1._sizes)
     if not (dim_t1 >= 3 and dim_t2 <= 2):
@@ -233,35 +233,35 @@ def matmul(at: Any, self: TensorBase, other: TensorBase) -> TensorBase:
         raise RuntimeError(
             f"both arguments to matmul need to be at least 1D, but they are {dim1}D and {dim2}D"
         )
-    T = at.Tensor
+    tb = at.Tensor  # the C++ API: at::Tensor methods
     if dim1 == 1 and dim2 == 1:
         return at.dot(tensor1, tensor2)
     if dim1 == 2 and dim2 == 1:
         return at.mv(tensor1, tensor2)
     if dim1 == 1 and dim2 == 2:
-        return T.squeeze__dim(at.mm(T.unsqueeze(tensor1, 0), tensor2), 0)
+        return tb.squeeze__dim(at.mm(tb.unsqueeze(tensor1, 0), tensor2), 0)
     if dim1 == 2 and dim2 == 2:
         return at.mm(tensor1, tensor2)
     if dim1 == 3 and dim2 == 3 and (tensor1._sizes[0] == 1) != (tensor2._sizes[0] == 1):
         # one 3-D operand has a batch of 1: squeeze it and start again ([b, n, k] @ [1, k, m] is a
         # fold into one mm); PyTorch 2.13 calls _matmul_impl again, not at::matmul
         if tensor1._sizes[0] == 1:
-            return matmul(at, T.squeeze_dim(tensor1, 0), tensor2)
-        return matmul(at, tensor1, T.squeeze_dim(tensor2, 0))
+            return matmul(at, tb.squeeze_dim(tensor1, 0), tensor2)
+        return matmul(at, tensor1, tb.squeeze_dim(tensor2, 0))
     if should_fold(at, tensor1, tensor2):
         transpose = dim2 > dim1
-        t1 = _mT(at, tensor2) if transpose else tensor1
-        t2 = tensor2 if not transpose else (T.t(tensor1) if dim1 == 2 else tensor1)
+        t1 = _matrix_transpose(at, tensor2) if transpose else tensor1
+        t2 = tensor2 if not transpose else (tb.t(tensor1) if dim1 == 2 else tensor1)
         sizes_1 = t1._sizes
         output_shape = list(sizes_1[:-1])
         folded_dim1 = int(np.prod(output_shape, dtype=np.int64))
         t2_is_matrix = len(t2._sizes) == 2
         if t2_is_matrix:
             output_shape.append(t2._sizes[1])
-        t1_folded = T.reshape(t1, [folded_dim1, sizes_1[-1]])
+        t1_folded = tb.reshape(t1, [folded_dim1, sizes_1[-1]])
         if t2_is_matrix:
             output = at._unsafe_view(at.mm(t1_folded, t2), output_shape)
-            return T.contiguous(_mT(at, output)) if transpose else output
+            return tb.contiguous(_matrix_transpose(at, output)) if transpose else output
         return at._unsafe_view(at.mv(t1_folded, t2), output_shape)
     # dim1 >= 3 or dim2 >= 3, no fold: broadcast the batch dims and call bmm
     sizes1, sizes2 = tensor1._sizes, tensor2._sizes
@@ -273,18 +273,18 @@ def matmul(at: Any, self: TensorBase, other: TensorBase) -> TensorBase:
     batch_tensor2 = tuple(sizes2[: max(dim2 - 2, 0)])
     output_shape = list(infer_size(batch_tensor1, batch_tensor2))
     expand_batch_product = int(np.prod(output_shape, dtype=np.int64))
-    tensor1_expanded = T.reshape(T.expand(tensor1, [*output_shape, n, m1]), [expand_batch_product, n, m1])
+    tensor1_expanded = tb.reshape(tb.expand(tensor1, [*output_shape, n, m1]), [expand_batch_product, n, m1])
     vector_rhs = dim2 == 1
-    tensor2_expanded = T.expand(tensor2, [*output_shape, m2] if vector_rhs else [*output_shape, m2, p])
+    tensor2_expanded = tb.expand(tensor2, [*output_shape, m2] if vector_rhs else [*output_shape, m2, p])
     if vector_rhs:
-        tensor2_expanded = T.unsqueeze(T.reshape(tensor2_expanded, [expand_batch_product, m2]), 2)
+        tensor2_expanded = tb.unsqueeze(tb.reshape(tensor2_expanded, [expand_batch_product, m2]), 2)
     else:
-        tensor2_expanded = T.reshape(tensor2_expanded, [expand_batch_product, m2, p])
+        tensor2_expanded = tb.reshape(tensor2_expanded, [expand_batch_product, m2, p])
     if dim1 > 1:
         output_shape.append(n)
     if dim2 > 1:
         output_shape.append(p)
     product = at.bmm(tensor1_expanded, tensor2_expanded)
     if vector_rhs:
-        product = T.squeeze_dim(product, -1)
+        product = tb.squeeze_dim(product, -1)
     return at._unsafe_view(product, output_shape)
