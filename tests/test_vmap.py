@@ -920,7 +920,8 @@ def test_vmap_squeeze_in_place_agrees_with_pytorch(torch_ref, in_dim):
         "neg_dim": lambda t: t.mul(1).squeeze_(-1),
         "dims": lambda t: t.mul(1).squeeze_([0, 1]),
     }
-    array = np.random.default_rng(in_dim).standard_normal([1, 3, 1][:in_dim] + [2] + [1, 3, 1][in_dim:])
+    logical = [1, 3, 1]
+    array = np.random.default_rng(in_dim).standard_normal([*logical[:in_dim], 2, *logical[in_dim:]])
     for name, fn in programs.items():
         real = torch_ref.vmap(fn, in_dims=in_dim)(torch_ref.from_numpy(array))
         mine = lt.vmap(fn, in_dims=in_dim)(lab_tensor(array))
