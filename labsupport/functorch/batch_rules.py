@@ -24,6 +24,7 @@ transpose.int, t, select.int, slice.Tensor  transpose_int / t / select / slice r
 unsqueeze, squeeze, squeeze.dim(s)        unsqueeze / squeeze rules                 BatchRulesViews.cpp:578
 alias, clone                              BasicUnaryBatchRuleHelper::apply          BatchRulesUnaryOps.cpp:63
 mm, bmm                                   mm_batch_rule, bmm_batch_rule             BatchRulesLinearAlgebra.cpp:816
+squeeze_, squeeze_.dim(s) (in-place views) squeeze_dims__batching_rule              LegacyBatchingRegistrations.cpp:734
 mv, dot                                   mv_batch_rule (tv_batch_rule), dot_batch_rule  BatchRulesLinearAlgebra.cpp:816
 matmul, to.dtype, reshape (FTBDecomp.)   their own composite kernels               BatchRulesDecompositions.cpp:35
 randn, normal_ (FuncTorchVmapMode key)    randomness kernels                        BatchRulesRandomness.cpp:375
