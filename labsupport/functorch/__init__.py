@@ -68,6 +68,8 @@ FRAME_RULES: tuple[tuple[str, str, str], ...] = (
     (r"mv_batch_rule", "kernel", "at::functorch::mv_batch_rule"),
     (r"dot_batch_rule", "kernel", "at::functorch::dot_batch_rule"),
     (r"bmm_batch_rule", "kernel", "at::functorch::bmm_batch_rule"),
+    (r"_make_squeeze__kernel\.<locals>\.squeeze_dims__batching_rule", "kernel",
+     "at::functorch::squeeze_dims__batching_rule"),
     (r"\w+\.<locals>\.(?P<f>randn|normal_)_?batching_rule", "kernel", "at::functorch::{f}_batching_rule"),
 )  # fmt: skip
 
