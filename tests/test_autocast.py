@@ -334,6 +334,36 @@ def test_mm_and_matmul_under_cpu_autocast_agree(torch_ref, seed):
         np.testing.assert_allclose(_f64(mine), _f64(real), rtol=2e-2, atol=2e-2, err_msg=case)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_bmm_and_batched_matmul_under_cpu_autocast_agree(torch_ref, seed):
+    """bmm is on the CPU lower-precision list; a batched matmul casts once, then reaches bmm or mm."""
+    torch = torch_ref
+    rng = np.random.default_rng(200 + seed)
+    pyrng = random.Random(seed)
+    for _ in range(10):
+        b, n, k, m = (int(v) for v in rng.integers(1, 4, size=4))
+        k2 = k + 1 if pyrng.random() < 0.15 else k
+        op = pyrng.choice(["bmm", "matmul"])
+        shape1 = (b, n, k) if op == "bmm" else pyrng.choice([(k,), (n, k), (b, n, k), (2, b, n, k)])
+        shape2 = (b, k2, m) if op == "bmm" else pyrng.choice([(k2,), (k2, m), (b, k2, m), (1, b, k2, m)])
+        d1, d2 = pyrng.choice(DTYPES), pyrng.choice(DTYPES)
+        fast = pyrng.choice([None, "bfloat16", "float16"])
+        la, ta = _pair(torch, rng, shape1, d1)
+        lb, tb = _pair(torch, rng, shape2, d2)
+        with lt.autocast("cpu", dtype=None if fast is None else getattr(lt, fast)):
+            mine, my_err = _run(lambda: getattr(lt, op)(la, lb))
+        with torch.autocast("cpu", dtype=None if fast is None else getattr(torch, fast)):
+            real, real_err = _run(lambda: getattr(torch, op)(ta, tb))
+        case = f"{op} {d1}{shape1} x {d2}{shape2} autocast dtype={fast}"
+        if real_err is not None:
+            assert type(my_err) is type(real_err) and str(my_err) == str(real_err), (case, my_err, real_err)
+            continue
+        assert my_err is None, f"{case}: {my_err}"
+        assert str(mine.dtype) == str(real.dtype), case
+        assert tuple(mine.shape) == tuple(real.shape), case
+        np.testing.assert_allclose(_f64(mine), _f64(real), rtol=2e-2, atol=2e-2, err_msg=case)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_ops_without_a_cpu_policy_fall_through_like_pytorch(torch_ref, seed):
     torch = torch_ref
@@ -473,7 +503,7 @@ def test_weight_gradients_agree(torch_ref):
 def test_policy_lists_match_pytorchs_dispatch_tables(torch_ref):
     """Which lab ops have an Autocast kernel, per device, is what 2.13's tables say."""
     torch = torch_ref
-    ops = ["mm", "matmul", "dot", "mv", "sum", "sum.dim_IntList", "add.Tensor", "sub.Tensor", "mul.Tensor", "neg", "sin",
+    ops = ["mm", "bmm", "matmul", "dot", "mv", "sum", "sum.dim_IntList", "add.Tensor", "sub.Tensor", "mul.Tensor", "neg", "sin",
            "cos", "_to_copy", "to.dtype", "copy_", "fill_.Scalar", "expand"]
     for op in ops:
         real = torch._C._dispatch_dump_table(f"aten::{op}")

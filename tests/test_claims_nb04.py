@@ -572,6 +572,25 @@ def test_matmul_casts_once_then_calls_mm(torch_ref):
     with torch_ref.autocast("cpu"), Log():
         torch_ref.matmul(a, b)
     assert seen == ["aten._to_copy", "aten._to_copy", "aten.mm"]
+    # batches: the casts, then the views and bmm (bmm is on the CPU lower_precision_fp list too); the lab
+    # logs the same calls with its own TorchDispatchMode
+    from labsupport.utils._python_dispatch import TorchDispatchMode as LabMode
+
+    class LabLog(LabMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func.overloadpacket))
+            return func(*args, **(kwargs or {}))
+
+    logs = []
+    for m, mode in ((torch_ref, Log), (lab.torch, LabLog)):
+        seen.clear()
+        x, y = m.randn(2, 3, 4), m.randn(2, 4, 5)
+        with m.autocast("cpu"), mode():
+            out = m.matmul(x, y)
+        logs.append((list(seen), str(out.dtype)))
+    assert logs[0] == logs[1]
+    assert logs[0][0] == ["aten._to_copy", "aten._to_copy", "aten.expand", "aten.view", "aten.expand", "aten.view",
+                          "aten.bmm", "aten._unsafe_view"]
 
 
 @claim("nb04.autocast_lists_and_lines")

@@ -222,6 +222,8 @@ def test_what_the_lab_leaves_out(torch_ref):
     assert "aten::size" in [node.kind() for node in sizes.graph.nodes()]
     view = trace(torch_ref, lambda x: x.expand(3, 2, 2), (x,)).graph.str(False)
     assert "Float(3, 2, 2, strides=[0, 2, 1]" in view
+    mine = str(lab.jit.trace(lambda x: x.expand(3, 2, 2), (lab_torch.randn(2, 2),)).graph)
+    assert "Float(3, 2, 2, strides=[0, 2, 1]" in mine
     assert "_force_outplace" in inspect.signature(torch_ref.jit.trace).parameters
 
 
@@ -283,7 +285,7 @@ def test_mm_and_matmul_have_batching_kernels(torch_ref):
     def row(op, key):
         return next(r for r in torch_ref._C._dispatch_dump_table(op).splitlines() if r.startswith(key + ":"))
 
-    for op in ("aten::mm", "aten::mv", "aten::dot"):
+    for op in ("aten::mm", "aten::bmm", "aten::mv", "aten::dot"):
         assert "BatchRulesLinearAlgebra.cpp" in row(op, "FuncTorchBatched")
         assert row(op, "FuncTorchBatched").endswith("[kernel]")
     # FuncTorchBatchedDecomposition is an alias key: the table shows its kernel in the FuncTorchBatched row
@@ -299,22 +301,24 @@ def test_mm_and_matmul_have_batching_kernels(torch_ref):
     assert "performance drop" not in warned
     a = torch_ref.ones(3, 2, 2)
     assert torch_ref.equal(torch_ref.vmap(torch_ref.mm)(a, a), torch_ref.bmm(a, a))
-    # per-example 1-D x 2-D: PyTorch computes it (unsqueeze + mm + squeeze_), the lab's matmul cannot
-    assert tuple(torch_ref.vmap(torch_ref.matmul)(torch_ref.ones(3, 2), a).shape) == (3, 2)
+    # view operators and squeeze_ (matmul's 1-D x 2-D path) have rules too
+    for op in ("aten::unsqueeze", "aten::transpose.int", "aten::view", "aten::_unsafe_view"):
+        assert "BatchRulesViews.cpp" in row(op, "FuncTorchBatched")
+    assert "LegacyBatchingRegistrations.cpp" in row("aten::squeeze_.dim", "FuncTorchBatched")
     # the lab: the same rows, no warning, PyTorch's values
-    for op in ("aten::mm", "aten::mv", "aten::dot", "aten::matmul", "aten::add.out", "aten::zeros"):
+    for op in ("aten::mm", "aten::bmm", "aten::mv", "aten::dot", "aten::matmul", "aten::add.out", "aten::zeros",
+               "aten::unsqueeze", "aten::squeeze_.dim"):
         mine = next(r for r in lab.dispatcher.dump_table(op).splitlines() if r.startswith("FuncTorchBatched:"))
         assert mine == row(op, "FuncTorchBatched").replace("/__w/pytorch/pytorch/", "")
-    la, lv = lab_torch.ones(3, 2, 2), lab_torch.ones(3, 2)
+    la, lv, l3 = lab_torch.ones(3, 2, 2), lab_torch.ones(3, 2), lab_torch.ones(3, 2, 2, 2)
     for fn, args in ((lab_torch.mm, (la, la)), (lab_torch.matmul, (la, la)), (lab_torch.matmul, (la, lv)),
-                     (lab_torch.matmul, (lv, lv))):  # fmt: skip
+                     (lab_torch.matmul, (lv, lv)), (lab_torch.matmul, (lv, la)), (lab_torch.matmul, (l3, l3)),
+                     (lab_torch.bmm, (l3, l3))):  # fmt: skip
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             out = lab_torch.vmap(fn)(*args)
         real = torch_ref.vmap(getattr(torch_ref, fn.__name__))(*(torch_ref.ones(*t.shape) for t in args))
         assert tuple(out.shape) == tuple(real.shape) and out.tolist() == real.tolist()
-    with pytest.raises(NotImplementedError, match="aten::matmul: the lab implements"):
-        lab_torch.vmap(lab_torch.matmul)(lv, la)
 
 
 @claim("nb10.vmap_fallback_warns_every_call")

@@ -733,3 +733,70 @@ def test_views_cells_print_their_stored_outputs():
         with contextlib.redirect_stdout(out):
             exec(code, namespace)
         assert out.getvalue() == expected, code
+
+
+# ------------------------------------------------------------------ indexing and __torch_function__
+
+
+def _indexing_torch_function_log(m):
+    """What a TorchFunctionMode and a subclass's __torch_function__ see of ``x[i]`` / ``x[i] = v``:
+    (which function, argument types, ``types``), in order; and what the indexing returns."""
+    from importlib import import_module
+
+    overrides = import_module(m.__name__ + ".overrides") if m.__name__ == "torch" else lab.overrides
+    seen = []
+    getitem, setitem = m.Tensor.__getitem__, m.Tensor.__setitem__
+
+    def name(f):
+        return "getitem" if f is getitem else "setitem" if f is setitem else repr(f)
+
+    class Mode(overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(("mode", name(func), [type(a).__name__ for a in args], [t.__name__ for t in types]))
+            return func(*args, **(kwargs or {}))
+
+    class Sub(m.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func in (getitem, setitem):
+                seen.append(("sub", name(func), [type(a).__name__ for a in args], [t.__name__ for t in types]))
+            return super().__torch_function__(func, types, args, kwargs)
+
+    x = m.tensor([[1.0, 2.0], [3.0, 4.0]])
+    with Mode():
+        row = x[0]
+        x[1] = 5.0
+    s = x.as_subclass(Sub)
+    picked = s[0, 1:]
+    y = m.zeros(2, 2)
+    y[0] = s[1]
+    y[(1, slice(None))] = 2.0  # plain: no handler runs
+    try:
+        del y[0]
+    except TypeError as e:
+        deleted = str(e)
+    return seen, type(row).__name__, row.tolist(), type(picked).__name__, picked.tolist(), y.tolist(), deleted
+
+
+def test_indexing_checks_torch_function_like_pytorch(torch_ref):
+    """Tensor.__getitem__ / __setitem__ check __torch_function__ as PyTorch's C++ slots do: a mode sees
+    every indexing call (plain tensors too, ``types`` empty); a subclass among self, the index's tensors
+    and the value gets the call; ``del x[i]`` is refused with PyTorch's TypeError."""
+    mine, real = _indexing_torch_function_log(torch), _indexing_torch_function_log(torch_ref)
+    assert mine == real
+    assert [entry[:2] for entry in mine[0]] == [("mode", "getitem"), ("mode", "setitem"), ("sub", "getitem"),
+                                                 ("sub", "getitem"), ("sub", "setitem")]
+
+
+def test_torch_namespace_binds_what_pytorch_binds(torch_ref):
+    """Every function-variant op of ops.yaml is a ``torch.<name>`` function in the lab exactly when it
+    is one in PyTorch: ``slice``, ``alias``, ``_unsafe_view`` and ``_to_copy`` are on
+    gen_python_functions.py's skip list (reachable as ``torch.ops.aten.<op>`` only)."""
+    from labsupport.codegen.model import load_ops_yaml
+
+    reg = load_ops_yaml(Path(__file__).resolve().parents[1] / "ops.yaml")
+    names = sorted({f.func.name for f in reg.functions if "function" in f.variants and not f.func.is_out_fn()})
+    assert {"slice", "alias", "_unsafe_view", "_to_copy", "bmm", "select"} <= set(names)
+    assert {n: hasattr(torch, n) for n in names} == {n: hasattr(torch_ref, n) for n in names}
+    x = torch.randn(3, 2)
+    assert torch.ops.aten.slice.Tensor(x, 0, 1, 3).shape == (2, 2)

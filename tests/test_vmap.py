@@ -664,11 +664,58 @@ def test_vmap_mm_errors_agree_with_pytorch(torch_ref, case):
     assert str(mine.value) == str(real.value)
 
 
-def test_vmap_matmul_ranks_the_lab_lacks_raise_its_error():
-    """Per-example 1-D x 2-D or 3-D x 2-D: PyTorch computes them (views); the lab's matmul says why it cannot."""
-    for a, b in ((lt.randn(3, 4), lt.randn(3, 4, 5)), (lt.randn(3, 2, 4, 4), lt.randn(3, 4, 5))):
-        with pytest.raises(NotImplementedError, match="aten::matmul: the lab implements"):
-            lt.vmap(lt.matmul)(a, b)
+def _matmul_case(rng, op="matmul"):
+    """Per-example shapes of ranks 1..3 for matmul (bmm: both 3-D), each operand batched at a random
+    dim or not (not both unbatched)."""
+    k, n, m, b, batch = (rng.randint(1, 3) for _ in range(5))
+    shapes = [rng.choice([(k,), (n, k), (b, n, k), (1, n, k)]), rng.choice([(k,), (k, m), (b, k, m), (1, k, m)])]
+    if op == "bmm":
+        shapes = [rng.choice([(b, n, k), (b, n, k), (n, k)]), rng.choice([(b, k, m), (b, k + 1, m)])]
+    dims = rng.choice([(0, 0), (0, None), (None, 0), (1, 0), (0, 1), (-1, 0)])
+    arrays, in_dims = [], []
+    for shape, dim in zip(shapes, dims, strict=True):
+        physical = list(shape)
+        if dim is not None:
+            dim = min(dim, len(shape)) if dim >= 0 else -1
+            physical.insert(dim if dim >= 0 else len(physical), batch)
+        arrays.append(np.random.default_rng(rng.randrange(2**32)).standard_normal(physical))
+        in_dims.append(dim)
+    return arrays, tuple(in_dims)
+
+
+@pytest.mark.parametrize("op", ["matmul", "bmm"])
+def test_vmap_matmul_every_rank_and_bmm_agree_with_pytorch(torch_ref, op):
+    """Randomized: matmul's per-example ranks 1-D..3-D (so 2-D..4-D physical, through mm's, mv's,
+    dot's, bmm's and the view ops' rules) and bmm under vmap: shapes, values and errors equal PyTorch's,
+    and none warns (no for-loop fallback)."""
+    rng = random.Random(1723 if op == "matmul" else 1729)
+    for _ in range(40):
+        arrays, in_dims = _matmul_case(rng, op)
+        case = (op, in_dims, [a.shape for a in arrays])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            try:
+                real = torch_ref.vmap(getattr(torch_ref, op), in_dims=in_dims)(*map(torch_ref.from_numpy, arrays))
+            except RuntimeError as e:
+                with pytest.raises(RuntimeError) as mine_err:
+                    lt.vmap(getattr(lt, op), in_dims=in_dims)(*map(lab_tensor, arrays))
+                assert str(mine_err.value) == str(e), case
+                continue
+            mine = lt.vmap(getattr(lt, op), in_dims=in_dims)(*map(lab_tensor, arrays))
+        assert tuple(mine.shape) == tuple(real.shape), case
+        np.testing.assert_allclose(mine.numpy(), real.numpy(), rtol=1e-9, atol=1e-12, err_msg=str(case))
+
+
+def test_vmap_bmm_rank_error_and_rule_row(torch_ref):
+    for m in (torch_ref, lt):
+        a, b = m.ones(3, 2, 4), m.ones(3, 2, 4, 5)
+        with pytest.raises(RuntimeError) as err:
+            m.vmap(m.bmm)(a, b)
+        assert str(err.value) == ("Shape mismatch: Got incorrect dims for bmm(a, b). a has dim 2and b has dim 3"
+                                  "but expected them to have dim 3 and dim 3")
+    real = torch_ref._C._dispatch_dump_table("aten::bmm")
+    row = next(r for r in real.splitlines() if r.startswith("FuncTorchBatched:"))
+    assert row.split("functorch/")[1] in lab.dispatcher.dump_table("aten::bmm")
 
 
 ERROR_CASES = {
@@ -861,3 +908,26 @@ def test_gradients_flow_through_vmap_when_no_batch_dim_moves(torch_ref):
         mod.vmap(lambda a: mod.mul(mod.sin(a), a).sum())(x).sum().backward()
         grads.append(x.grad.numpy())
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("in_dim", [0, 1, 2])
+def test_vmap_squeeze_in_place_agrees_with_pytorch(torch_ref, in_dim):
+    """squeeze_ / squeeze_.dim / squeeze_.dims under vmap (LegacyBatchingRegistrations.cpp's rules):
+    the BatchedTensor itself changes; logical dims only, wherever the batch dim sits."""
+    programs = {
+        "all": lambda t: t.mul(1).squeeze_(),
+        "dim": lambda t: t.mul(1).squeeze_(0),
+        "neg_dim": lambda t: t.mul(1).squeeze_(-1),
+        "dims": lambda t: t.mul(1).squeeze_([0, 1]),
+    }
+    logical = [1, 3, 1]
+    array = np.random.default_rng(in_dim).standard_normal([*logical[:in_dim], 2, *logical[in_dim:]])
+    for name, fn in programs.items():
+        real = torch_ref.vmap(fn, in_dims=in_dim)(torch_ref.from_numpy(array))
+        mine = lt.vmap(fn, in_dims=in_dim)(lab_tensor(array))
+        assert tuple(mine.shape) == tuple(real.shape), name
+        np.testing.assert_allclose(mine.numpy(), real.numpy(), err_msg=name)
+    for op in ("squeeze_", "squeeze_.dim", "squeeze_.dims"):
+        real_row = next(r for r in torch_ref._C._dispatch_dump_table(f"aten::{op}").splitlines()
+                        if r.startswith("FuncTorchBatched:"))
+        assert real_row.split("functorch/")[1] in lab.dispatcher.dump_table(f"aten::{op}")

@@ -12,9 +12,9 @@ the top (``at::mm``), so Autograd records the casts and the op on the cast input
 
 The cast policies (which list an op is on) are PyTorch 2.13's, checked against its dispatch tables:
 
-* CPU: ``mm``, ``matmul`` -> lower_precision_fp. Every other lab op falls through (``sum`` is not on
+* CPU: ``mm``, ``bmm``, ``matmul`` -> lower_precision_fp. Every other lab op falls through (``sum`` is not on
   the CPU fp32 list; ``add`` is not on any list; ``dot`` and ``mv`` have no CPU policy).
-* CUDA: ``mm``, ``matmul``, ``mv`` -> lower_precision_fp; ``dot`` -> promote; ``sum``,
+* CUDA: ``mm``, ``bmm``, ``matmul``, ``mv`` -> lower_precision_fp; ``dot`` -> promote; ``sum``,
   ``sum.dim_IntList`` -> fp32_set_opt_dtype.
 
 What the lab simplifies: PyTorch keeps the weight cache in one process-wide map behind a mutex and the
@@ -318,8 +318,10 @@ _POLICY_CLASSES: dict[str, type[_WrapFunction]] = {
 CAST_POLICIES: tuple[tuple[str, str, str, int], ...] = (
     ("cpu", "mm", "lower_precision_fp", 335),
     ("cpu", "matmul", "lower_precision_fp", 335),
+    ("cpu", "bmm", "lower_precision_fp", 335),
     ("cuda", "mm", "lower_precision_fp", 181),
     ("cuda", "matmul", "lower_precision_fp", 181),
+    ("cuda", "bmm", "lower_precision_fp", 181),
     ("cuda", "mv", "lower_precision_fp", 181),
     ("cuda", "dot", "promote", 181),
     ("cuda", "sum", "fp32_set_opt_dtype", 181),

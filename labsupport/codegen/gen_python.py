@@ -65,10 +65,20 @@ def _out_sibling(reg: OpsRegistry, f: NativeFunction) -> NativeFunction | None:
     return None
 
 
+# Operators of the lab that ``_SKIP_PYTHON_BINDINGS`` (tools/autograd/gen_python_functions.py) names:
+# PyTorch generates no ``torch.<op>`` function for them (Python reaches them as ``torch.ops.aten.<op>``).
+# PyTorch has no ``Tensor.<op>`` method either; the lab keeps the method bindings of ``slice`` and
+# ``alias``, because its Python Tensor inherits the C++ API (TensorBody) and would expose
+# ``at::Tensor::slice`` there anyway.
+SKIP_PYTHON_BINDINGS = frozenset({"alias", "_unsafe_view", "slice", "_to_copy"})
+
+
 def _overloads(reg: OpsRegistry, variant: str) -> dict[str, list[NativeFunction]]:
     names: dict[str, list[NativeFunction]] = {}
     for f in reg.functions:
         if variant in f.variants and not f.func.is_out_fn():
+            if variant == "function" and f.func.name in SKIP_PYTHON_BINDINGS:
+                continue
             names.setdefault(f.func.name, []).append(f)
     return names
 
@@ -348,6 +358,7 @@ def gen_python_variable_methods(reg: OpsRegistry, source: str) -> str:
                 parts.append(_dunder_binding(dunder, target, methods[target][0], counts))
                 attach.append(f"Tensor.{dunder} = {dunder}\n")
     attach.append("Tensor.__getitem__, Tensor.__setitem__ = indexing.THPVariable_getitem, indexing.THPVariable_setitem\n")
+    attach.append("Tensor.__delitem__ = indexing.THPVariable_delitem\n")
     if "sub" in _overloads(reg, "function") or "sub" in methods:
         attach.append(
             "\n\ndef __rsub__(self, other):\n"

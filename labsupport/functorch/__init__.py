@@ -67,7 +67,9 @@ FRAME_RULES: tuple[tuple[str, str, str], ...] = (
     (r"mm_batch_rule", "kernel", "at::functorch::mm_batch_rule"),
     (r"mv_batch_rule", "kernel", "at::functorch::mv_batch_rule"),
     (r"dot_batch_rule", "kernel", "at::functorch::dot_batch_rule"),
-    (r"_bmm_stand_in", "kernel", "at::native::bmm_out_cpu"),
+    (r"bmm_batch_rule", "kernel", "at::functorch::bmm_batch_rule"),
+    (r"_make_squeeze__kernel\.<locals>\.squeeze_dims__batching_rule", "kernel",
+     "at::functorch::squeeze_dims__batching_rule"),
     (r"\w+\.<locals>\.(?P<f>randn|normal_)_?batching_rule", "kernel", "at::functorch::{f}_batching_rule"),
 )  # fmt: skip
 

@@ -23,7 +23,8 @@ view, _unsafe_view                        view_batching_rule                    
 transpose.int, t, select.int, slice.Tensor  transpose_int / t / select / slice rules  BatchRulesViews.cpp:578
 unsqueeze, squeeze, squeeze.dim(s)        unsqueeze / squeeze rules                 BatchRulesViews.cpp:578
 alias, clone                              BasicUnaryBatchRuleHelper::apply          BatchRulesUnaryOps.cpp:63
-mm                                        mm_batch_rule                             BatchRulesLinearAlgebra.cpp:816
+mm, bmm                                   mm_batch_rule, bmm_batch_rule             BatchRulesLinearAlgebra.cpp:816
+squeeze_, squeeze_.dim(s) (in-place views) squeeze_dims__batching_rule              LegacyBatchingRegistrations.cpp:734
 mv, dot                                   mv_batch_rule (tv_batch_rule), dot_batch_rule  BatchRulesLinearAlgebra.cpp:816
 matmul, to.dtype, reshape (FTBDecomp.)   their own composite kernels               BatchRulesDecompositions.cpp:35
 randn, normal_ (FuncTorchVmapMode key)    randomness kernels                        BatchRulesRandomness.cpp:375
@@ -31,13 +32,14 @@ randn, normal_ (FuncTorchVmapMode key)    randomness kernels                    
 
 ``matmul`` has no rule of its own: PyTorch registers its CompositeImplicitAutograd kernel again on the
 ``FuncTorchBatchedDecomposition`` alias key (``OP_DECOMPOSE(matmul)``), so under vmap it runs on the
-per-example shapes and reaches ``mm``'s rule (the dump labels that row ``[batched kernel]``). The lab
-does the same with its ``at::native::matmul``, so the per-example ranks decide, and the ranks the lab's
-matmul does not implement raise its NotImplementedError under vmap too.
+per-example shapes and reaches the rules of the ops it calls (``mm``, ``bmm``, the view ops; the dump
+labels that row ``[batched kernel]``). The lab does the same with its ``at::native::matmul``, so the
+per-example ranks decide.
 
-Where those rules call ``at::matmul`` on the physical tensors, the lab takes the path matmul would
-take itself: a fold into one ``at::mm`` / ``at::mv`` (dispatched), or ``at::bmm``, which the lab lacks
-and computes with numpy in ``_bmm_stand_in`` (PyTorch's checks and words).
+``mm``'s and ``bmm``'s rules call ``at::matmul`` on the physical tensors, as PyTorch's do; the ``mv`` and
+``dot`` rules take the path matmul would take on their physical shapes by hand (a fold into one
+``at::mm`` / ``at::mv``, or ``at::bmm``), all dispatched. Under nested vmap the inner call meets the
+outer level's BatchedTensor and reaches the same rules again.
 
 The out= overloads and the factories have no rule: they reach the for-loop fallback
 (batched_fallback.py), which refuses out= ops as PyTorch does. Where a PyTorch rule calls
@@ -50,10 +52,6 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
-from labsupport.aten import dtype as dtypes
-from labsupport.aten.dtype import round_to_bfloat16
 from labsupport.aten.type_promotion import (
     ResultTypeState,
     promote_types,
@@ -66,12 +64,10 @@ from labsupport.c10.kernel_function import KernelFunction
 from labsupport.c10.tls import ExcludeDispatchKeyGuard
 from labsupport.functorch.batched_tensor import (
     BATCHED_KEY,
-    expand_front,
     is_batched_at_level,
     is_batchedtensor,
     make_batched,
     move_dim,
-    unwrap_at_level,
 )
 from labsupport.functorch.dynamic_layer import current_layer
 
@@ -83,6 +79,7 @@ VIEWS = FUNCTORCH + "BatchRulesViews.cpp:578"
 RANDOMNESS = FUNCTORCH + "BatchRulesRandomness.cpp:375"
 LINALG = FUNCTORCH + "BatchRulesLinearAlgebra.cpp:816"
 DECOMPOSITIONS = FUNCTORCH + "BatchRulesDecompositions.cpp:35"
+LEGACY = FUNCTORCH + "LegacyBatchingRegistrations.cpp:734"
 
 # ---- helpers (BatchRulesHelper.h) ---------------------------------------------------------------
 
@@ -329,12 +326,9 @@ def mm_batch_rule(
     op: Any, self_: Any, self_bdim: int | None, other: Any, other_bdim: int | None
 ) -> tuple[Any, int]:
     """``mm_batch_rule`` (BatchRulesLinearAlgebra.cpp): both operands must be logical matrices; batch
-    dims go to the front and PyTorch calls ``at::matmul`` on the physical tensors, bdim 0 out.
-
-    The lab's matmul has no batched case, so this rule takes matmul's two paths itself:
-    self batched, other not ([B, n, k] @ [k, m]) is *folded* into one ``at::mm`` of [B*n, k] @ [k, m]
-    (PyTorch folds when the moved self is contiguous; the lab's numpy memory always is); every other
-    case is ``at::bmm`` in PyTorch, an operator the lab lacks, computed here by ``_bmm_stand_in``."""
+    dims go to the front and ``at::matmul`` on the physical tensors does the rest, bdim 0 out. matmul
+    takes its own paths: a batched self alone ([B, n, k] @ [k, m]) folds into one ``at::mm`` of
+    [B*n, k] @ [k, m]; a batched other is ``expand`` + ``at::bmm``."""
     self_rank = rank_without_batch_dim(self_, self_bdim)
     other_rank = rank_without_batch_dim(other, other_bdim)
     if self_rank != 2 or other_rank != 2:
@@ -344,13 +338,24 @@ def mm_batch_rule(
         )  # sic: PyTorch 2.13's message has no space before "and" / "but"
     a = move_batch_dim_to_front(self_, self_bdim)
     b = move_batch_dim_to_front(other, other_bdim)
-    if other_bdim is None:  # matmul's fold: [B, n, k] -> [B*n, k], one mm, back to [B, n, m]
-        batch, n, k = a._sizes
-        out = op.call(_reshape(a, (batch * n, k)), b)
-        return _reshape(out, (batch, n, out._sizes[1])), 0
-    if self_bdim is None:  # matmul does not fold a 2-D self: it expands it to [B, n, k] for bmm
-        a = expand_front(a, b._sizes[0])
-    return _bmm_stand_in(a, b), 0
+    return _MATMUL_HANDLE[0].call(a, b), 0
+
+
+def bmm_batch_rule(
+    op: Any, self_: Any, self_bdim: int | None, other: Any, other_bdim: int | None
+) -> tuple[Any, int]:
+    """``bmm_batch_rule`` (BatchRulesLinearAlgebra.cpp): two logical 3-D tensors; batch dims to the
+    front and ``at::matmul`` of the 4-D (or 3-D x 4-D) physical tensors, bdim 0 out."""
+    self_rank = rank_without_batch_dim(self_, self_bdim)
+    other_rank = rank_without_batch_dim(other, other_bdim)
+    if self_rank != 3 or other_rank != 3:
+        raise RuntimeError(
+            f"Shape mismatch: Got incorrect dims for bmm(a, b). a has dim {self_rank}and b has dim "
+            f"{other_rank}but expected them to have dim 3 and dim 3"
+        )  # sic, as mm's
+    a = move_batch_dim_to_front(self_, self_bdim)
+    b = move_batch_dim_to_front(other, other_bdim)
+    return _MATMUL_HANDLE[0].call(a, b), 0
 
 
 def mv_batch_rule(
@@ -370,7 +375,7 @@ def mv_batch_rule(
         a = move_batch_dim_to_front(self_, self_bdim)
         b = move_batch_dim_to_front(other, other_bdim)
         batch, o, i = a._sizes
-        out = _bmm_stand_in(a, _reshape(b, (b._sizes[0], b._sizes[1], 1)))
+        out = _BMM_HANDLE[0].call(a, _reshape(b, (b._sizes[0], b._sizes[1], 1)))
         return _reshape(out, (batch, o)), 0
     if self_bdim is not None:
         a = move_batch_dim_to_front(self_, self_bdim)
@@ -391,7 +396,7 @@ def dot_batch_rule(
     b = move_batch_dim_to_front(other, other_bdim)
     if self_bdim is not None and other_bdim is not None:
         batch, i = a._sizes
-        out = _bmm_stand_in(_reshape(a, (batch, 1, i)), _reshape(b, (b._sizes[0], b._sizes[1], 1)))
+        out = _BMM_HANDLE[0].call(_reshape(a, (batch, 1, i)), _reshape(b, (b._sizes[0], b._sizes[1], 1)))
         return _reshape(out, (batch,)), 0
     if self_bdim is not None:
         return _MV_HANDLE[0].call(a, b), 0
@@ -401,49 +406,41 @@ def dot_batch_rule(
 
 _MM_HANDLE: list[Any] = []
 _MV_HANDLE: list[Any] = []
+_BMM_HANDLE: list[Any] = []
+_MATMUL_HANDLE: list[Any] = []
 
 
-def _bmm_stand_in(a: Any, b: Any) -> Any:
-    """``at::bmm`` of [B, n, k] and [B, k, m] (CPU's ``bmm_out_or_baddbmm_``), PyTorch 2.13's checks
-    and words, numpy math as the lab's mm kernel does it (reduced floats accumulate in float32).
+# ---- in-place views (LegacyBatchingRegistrations.cpp): they change the BatchedTensor itself ------
 
-    Under nested vmap an operand can be a BatchedTensor of an outer level: PyTorch's bmm would reach
-    bmm's own batching rule there; the stand-in does what that rule does (outer batch dim to the
-    front, the other operand expanded, both folded into one bmm) and wraps the result at that level."""
-    if is_batchedtensor(a) or is_batchedtensor(b):
-        level = max(t._bt_level for t in (a, b) if is_batchedtensor(t))
-        (a_value, a_bdim), (b_value, b_bdim) = unwrap_at_level(a, level), unwrap_at_level(b, level)
-        outer = a_value._sizes[a_bdim] if a_bdim is not None else b_value._sizes[b_bdim]
-        a_value = move_batch_dim_to_front(a_value, a_bdim) if a_bdim is not None else expand_front(a, outer)
-        b_value = move_batch_dim_to_front(b_value, b_bdim) if b_bdim is not None else expand_front(b, outer)
-        (_, batch, n, k), (_, batch2, k2, m) = a_value._sizes, b_value._sizes
-        out = _bmm_stand_in(
-            _reshape(a_value, (outer * batch, n, k)), _reshape(b_value, (outer * batch2, k2, m))
-        )
-        return make_batched(_reshape(out, (outer, batch, n, m)), 0, level)
-    (batch, n, k), (batch2, k2, m) = a._sizes, b._sizes
-    if (batch2, k2) != (batch, k):
-        raise RuntimeError(
-            f"Expected size for first two dimensions of batch2 tensor to be: [{batch}, {k}] but got: "
-            f"[{batch2}, {k2}]."
-        )
-    if a._dtype is not b._dtype:
-        raise RuntimeError(
-            f"expected scalar type {a._dtype.scalar_type_name} but found {b._dtype.scalar_type_name}"
-        )
-    dtype = a._dtype
-    data = np.zeros((batch, n, m), dtype=dtype.np)
-    if data.size and k:
-        if dtype is dtypes.bool:
-            raise NotImplementedError("\"bmm\" not implemented for 'Bool'")
-        if dtype is dtypes.float16 or dtype is dtypes.bfloat16:
-            product = np.matmul(a._data.astype(np.float32), b._data.astype(np.float32))
-        else:
-            product = np.matmul(a._data, b._data)
-        np.copyto(data, product, casting="unsafe")
-        if dtype is dtypes.bfloat16:
-            round_to_bfloat16(data)
-    return type(a)._make(data, (batch, n, m), dtype, a._device)
+
+def _make_squeeze__kernel(handle: Any, squeeze_dims_: Any) -> Callable[..., Any]:
+    """``squeeze_dims__batching_rule`` (and squeeze_, squeeze_.dim, which call it): squeeze the wrapped
+    tensor in place at the logical dims shifted past the batch dim, then move the BatchedTensor's bdim
+    left by the squeezed dims before it and refresh its logical sizes. Registered directly, with no
+    plumbing, because it must update the BatchedTensor it was given."""
+
+    def squeeze_dims__batching_rule(self_: Any, *dim: Any) -> Any:
+        with ExcludeDispatchKeyGuard(BATCHED_KEY):
+            if not is_batched_at_level(self_, current_layer().level):
+                return handle.call(self_, *dim)
+            value, bdim = self_._bt_value, self_._bt_bdim
+            rank = len(self_._sizes)
+            if not dim:  # squeeze_(): every logical dim of size 1
+                dims = [d for d, n in enumerate(self_._sizes) if n == 1]
+            else:
+                dims = [dim[0]] if isinstance(dim[0], int) else list(dim[0])
+            if rank == 0:
+                for d in dims:
+                    maybe_wrap_dim(d, 0)
+                return self_
+            physical = [d if d < bdim else d + 1 for d in (maybe_wrap_dim(d, rank) for d in dims)]
+            new_bdim = bdim - sum(1 for d in set(physical) if d < bdim and value._sizes[d] == 1)
+            squeeze_dims_.call(value, physical)
+            self_._bt_bdim = new_bdim
+            self_._sizes = value._sizes[:new_bdim] + value._sizes[new_bdim + 1 :]
+            return self_
+
+    return squeeze_dims__batching_rule
 
 
 # ---- plumbing (VmapGeneratedPlumbing.h) -------------------------------------------------------
@@ -531,6 +528,7 @@ RULES: dict[str, tuple[str, Callable[..., Any], tuple[int, ...], bool, str]] = {
     "aten::clone": ("clone", basic_unary_batch_rule, (0,), False, UNARY),
     "aten::_to_copy": ("_to_copy", basic_unary_batch_rule, (0,), False, UNARY),
     "aten::mm": ("mm", mm_batch_rule, (0, 1), False, LINALG),
+    "aten::bmm": ("bmm", bmm_batch_rule, (0, 1), False, LINALG),
     "aten::mv": ("mv", mv_batch_rule, (0, 1), False, LINALG),
     "aten::dot": ("dot", dot_batch_rule, (0, 1), False, LINALG),
 }
@@ -602,6 +600,8 @@ def register_batch_rules(build: Any, owner: object) -> list[Callable[[], None]]:
     _MM_HANDLE[:] = [getattr(ops, "mm", None)]
     _VIEW_HANDLES.update({name: getattr(ops, name, None) for name in ("transpose_int", "squeeze_dims")})
     _MV_HANDLE[:] = [getattr(ops, "mv", None)]
+    _BMM_HANDLE[:] = [getattr(ops, "bmm", None)]
+    _MATMUL_HANDLE[:] = [getattr(ops, "matmul", None)]
     sum_dim = getattr(ops, "sum_dim_IntList", None)
     if sum_dim is not None:
         _SUM_DIM_HANDLE[:] = [sum_dim]
@@ -616,6 +616,11 @@ def register_batch_rules(build: Any, owner: object) -> list[Callable[[], None]]:
                     full_name, DispatchKey.FuncTorchBatchedDecomposition, composite[-1].kernel, debug, owner
                 )
             )
+    squeeze_dims_ = getattr(ops, "squeeze__dims", None)
+    if squeeze_dims_ is not None:
+        for full_name, handle_name in (("aten::squeeze_", "squeeze_"), ("aten::squeeze_.dim", "squeeze__dim"),
+                                       ("aten::squeeze_.dims", "squeeze__dims")):
+            register(full_name, BATCHED_KEY, _make_squeeze__kernel(getattr(ops, handle_name), squeeze_dims_), LEGACY)
     if getattr(ops, "randn", None) is not None:
         register("aten::randn", DispatchKey.FuncTorchVmapMode, _make_randn_kernel(ops.randn), RANDOMNESS)
     if getattr(ops, "normal_", None) is not None:

@@ -33,8 +33,9 @@ from labsupport.aten.dtype import round_to_bfloat16
 from labsupport.aten.memory_overlap import assert_no_internal_overlap
 from labsupport.aten.native.fill import checked_convert
 from labsupport.aten.tensor import TensorBase, tensor_device
+from labsupport.overrides import _is_torch_function_mode_enabled, collect_overloaded, handle_binding_torch_function
 
-__all__ = ["THPVariable_getitem", "THPVariable_setitem"]
+__all__ = ["THPVariable_getitem", "THPVariable_setitem", "THPVariable_delitem"]
 
 _INT64_MAX = 2**63 - 1
 _INT64_MIN = -(2**63)
@@ -169,8 +170,23 @@ def _apply_slicing(self: TensorBase, index: tuple, disable_slice_optimization: b
     return result
 
 
+def _indexing_overloaded(self: TensorBase, index: Any, value: Any = None) -> list[Any] | None:
+    """``check_has_torch_function`` on self (and the value), then ``handle_torch_function_indexing``'s
+    list of overloaded arguments: self, the tensors in the index, the value. None when no
+    ``__torch_function__`` applies (no mode on, no argument of a class with its own)."""
+    items = index if isinstance(index, tuple) else (index,)
+    overloaded = collect_overloaded((self, *items, value))
+    if overloaded or _is_torch_function_mode_enabled():
+        return overloaded
+    return None
+
+
 def THPVariable_getitem(self: TensorBase, index: Any) -> TensorBase:  # noqa: N802 - PyTorch's name
-    """``Tensor.__getitem__``: the single-item fast paths first, then the general walk."""
+    """``Tensor.__getitem__``: ``__torch_function__`` first (a mode, or a subclass among self and the
+    index), then the single-item fast paths, then the general walk."""
+    overloaded = _indexing_overloaded(self, index)
+    if overloaded is not None:
+        return handle_binding_torch_function(overloaded, THPVariable_getitem, (self, index), None, "torch.Tensor")
     if index is None:
         return _cpp(self).unsqueeze(self, 0)
     if index is Ellipsis:
@@ -234,7 +250,12 @@ def _copy_to(dst: TensorBase, src: TensorBase, number: bool | int | float | None
 
 
 def THPVariable_setitem(self: TensorBase, index: Any, value: Any) -> None:  # noqa: N802 - PyTorch's name
-    """``Tensor.__setitem__``: index (slices that keep a whole dim are skipped), then write."""
+    """``Tensor.__setitem__``: ``__torch_function__`` first (a mode, or a subclass among self, the index
+    and the value), then index (slices that keep a whole dim are skipped) and write."""
+    overloaded = _indexing_overloaded(self, index, value)
+    if overloaded is not None:
+        handle_binding_torch_function(overloaded, THPVariable_setitem, (self, index, value), None, "torch.Tensor")
+        return
     value, number = _value_to_tensor(self, value)
     if index is Ellipsis:
         dst = self
@@ -250,3 +271,8 @@ def THPVariable_setitem(self: TensorBase, index: Any, value: Any) -> None:  # no
     else:
         dst = _apply_slicing(self, index if isinstance(index, tuple) else (index,), False)
     _copy_to(dst, value, number)
+
+
+def THPVariable_delitem(self: TensorBase, index: Any) -> None:  # noqa: N802 - the lab's name
+    """``del x[i]``: PyTorch's ``THPVariable_setitem`` is called with no value and refuses."""
+    raise TypeError("Tensor does not support deleting items")

@@ -17,6 +17,7 @@ _EXPORTS = {
     "structured_cos": "unary_ops",
     "structured_sum_dim_IntList": "reduce_ops",
     "structured_mm": "linear_algebra",
+    "structured_bmm": "linear_algebra",
 }
 
 __all__ = list(_EXPORTS)

@@ -47,6 +47,7 @@ _EXPORTS = {
     "_unsafe_view": "tensor_shape",
     "clone": "tensor_shape",
     "reshape_symint": "tensor_shape",
+    "squeeze_": "inplace_views",
     "_to_copy": "tensor_conversions",
     # CompositeImplicitAutograd kernels (same calling convention)
     "matmul": "linear_algebra",
@@ -57,6 +58,8 @@ _EXPORTS = {
     # structured linear algebra
     "structured_mm_out_cpu": "linear_algebra",
     "structured_mm_out_cuda": "linear_algebra",
+    "structured_bmm_out_cpu": "linear_algebra",
+    "structured_bmm_out_cuda": "linear_algebra",
     # what autograd dispatches (TensorFactories.cpp): allocation, *_like, new_empty_strided, detach
     "empty_strided_cpu": "tensor_like",
     "empty_strided_cuda": "tensor_like",
