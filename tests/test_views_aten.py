@@ -4,7 +4,6 @@ indexing. The lab alone first (what a learner relies on), then twins against PyT
 
 from __future__ import annotations
 
-import itertools
 import random
 import re
 from pathlib import Path
@@ -704,35 +703,6 @@ def test_random_gradients_through_view_chains_agree_with_pytorch(torch_ref, seed
         grads.append(leaf.grad.numpy())
     # an expanded input's gradient is split evenly and summed back: equal up to rounding
     assert grads[0].shape == grads[1].shape and np.allclose(grads[0], grads[1], rtol=1e-12, atol=0), steps
-
-
-# ------------------------------------------------------------------ 7. the notebook cells of VIEWS_ATEN_CELLS.md
-
-CELLS = Path(__file__).resolve().parents[1] / "VIEWS_ATEN_CELLS.md"
-
-
-def _cells_with_outputs() -> list[tuple[str, str]]:
-    blocks = re.findall(r"```(python|text)\n(.*?)```", CELLS.read_text(), flags=re.S)
-    pairs = []
-    for (kind, code), (next_kind, output) in itertools.pairwise(blocks):
-        if kind == "python" and next_kind == "text":
-            pairs.append((code, output))
-    return pairs
-
-
-@pytest.mark.skipif(not CELLS.exists(), reason="VIEWS_ATEN_CELLS.md was moved into notebook 10")
-def test_views_cells_print_their_stored_outputs():
-    import contextlib
-    import io
-
-    namespace: dict = {}
-    pairs = _cells_with_outputs()
-    assert len(pairs) == 7
-    for code, expected in pairs:
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            exec(code, namespace)
-        assert out.getvalue() == expected, code
 
 
 # ------------------------------------------------------------------ indexing and __torch_function__

@@ -540,3 +540,20 @@ def test_unary_inplace_writes_through_a_strided_view(torch_ref, op):
 
     ours, theirs = run_both(torch_ref, script)
     assert ours == theirs
+
+
+def test_inplace_view_ops_set_history_instead_of_rebasing(torch_ref):
+    """squeeze_ changes a view's geometry, not its data: the view gets SqueezeBackward4 (set_history),
+    not CopySlices on its base and AsStridedBackward0 (rebase_history), as gen_variable_type.py's
+    emit_history decides from view_info. Same nodes and gradients on both."""
+    seen = []
+    for T in (lab_torch, torch_ref):
+        x = T.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+        y = x.mul(1)
+        v = y[0:1]
+        v.squeeze_(0)
+        (v * T.tensor([1.0, 2.0, 3.0])).sum().backward()
+        seen.append((type(v.grad_fn).__name__, type(y.grad_fn).__name__, tuple(v.shape), v._version,
+                     x.grad.numpy().tolist()))  # fmt: skip
+    assert seen[0] == seen[1]
+    assert seen[0][:2] == ("SqueezeBackward4", "MulBackward0")

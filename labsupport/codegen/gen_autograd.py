@@ -344,7 +344,12 @@ def gen_variable_type(reg: OpsRegistry, source: str) -> str:
             # other ops skip it (gen_variable_type.py: AutoDispatchBelowAutograd vs ...BelowADInplaceOrView).
             guard = "AutoDispatchBelowAutograd" if inplace or is_view_op(f) else "AutoDispatchBelowADInplaceOrView"
             body += guarded(guard, f"result = {handle}.redispatch(ks & AFTER_AUTOGRAD_KEYSET, {params})")
-            if inplace:
+            if inplace and "inplace_view" in f.tags:
+                # squeeze_ & co. change self's geometry, not its data: self just gets the new node
+                # (gen_variable_type.py emit_history: "rebase" only when there is no view_info)
+                body.append("    if grad_fn is not None:\n")
+                body.append("        set_history(self, grad_fn)\n")
+            elif inplace:
                 body.append("    rebase_history(self, grad_fn)  # CopySlices on a view's base; refreshes the views\n")
             else:
                 body.append("    if grad_fn is not None:\n")

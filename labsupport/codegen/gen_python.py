@@ -8,6 +8,8 @@ without parsing at all.
 
 from __future__ import annotations
 
+import re
+
 from labsupport.codegen.api import (
     api_name,
     default_literal,
@@ -70,14 +72,23 @@ def _out_sibling(reg: OpsRegistry, f: NativeFunction) -> NativeFunction | None:
 # PyTorch has no ``Tensor.<op>`` method either; the lab keeps the method bindings of ``slice`` and
 # ``alias``, because its Python Tensor inherits the C++ API (TensorBody) and would expose
 # ``at::Tensor::slice`` there anyway.
-SKIP_PYTHON_BINDINGS = frozenset({"alias", "_unsafe_view", "slice", "_to_copy"})
+# The patterns are matched against the C++ name without the overload, anchored at both ends, as there.
+SKIP_PYTHON_BINDINGS = tuple(
+    re.compile(rf"^{pattern}$")
+    for pattern in ("alias", r".*_backward", r".*_forward", "_unsafe_view", "slice", "to", "_to_copy", "copy_")
+)
+
+
+def skips_python_binding(name: str) -> bool:
+    """``should_generate_py_binding``'s name test (for the ``torch.<op>`` functions)."""
+    return any(pattern.match(name) for pattern in SKIP_PYTHON_BINDINGS)
 
 
 def _overloads(reg: OpsRegistry, variant: str) -> dict[str, list[NativeFunction]]:
     names: dict[str, list[NativeFunction]] = {}
     for f in reg.functions:
         if variant in f.variants and not f.func.is_out_fn():
-            if variant == "function" and f.func.name in SKIP_PYTHON_BINDINGS:
+            if variant == "function" and skips_python_binding(f.func.name):
                 continue
             names.setdefault(f.func.name, []).append(f)
     return names
