@@ -47,7 +47,13 @@ class structured_neg_out(structured_neg):
     __slots__ = ()
 
     def impl(self, self_: TensorBase, out: TensorBase) -> None:
-        _np_negative(self_._data, out._data)
+        dst = out._data
+        if dst.flags.c_contiguous:
+            _np_negative(self_._data, dst)
+        else:
+            # numpy 2.4's in-place np.negative on a strided float32 view reads the wrong elements
+            # (a[:, 0] of a (3, 4) array gives [-1, -2, -3]): compute first, then write through the view
+            dst[...] = _np_negative(self_._data)
 
 
 class structured_sin_out(structured_sin):
