@@ -14,24 +14,10 @@ Run: ``python benchmarks/autocast_overhead.py``.
 from __future__ import annotations
 
 import contextlib
-import statistics
-import timeit
 from collections.abc import Callable
 
 import labsupport as lab
-
-
-def interleaved_medians(cases: dict, number: int = 2000, repeat: int = 15) -> dict[str, float]:
-    """Each case once per round, round after round; every case's median (us per call)."""
-    samples: dict[str, list[float]] = {name: [] for name in cases}
-    for fn, context in cases.values():
-        with context():
-            fn()
-    for _ in range(repeat):
-        for name, (fn, context) in cases.items():
-            with context():
-                samples[name].append(timeit.timeit(fn, number=number) / number * 1e6)
-    return {name: statistics.median(values) for name, values in samples.items()}
+from labsupport.tools.bench import interleaved_medians
 
 
 def _cases(module, label: str) -> dict[str, tuple[Callable[[], object], Callable]]:
@@ -63,7 +49,7 @@ def main() -> None:
         torch = None
     if torch is not None:
         cases.update(_cases(torch, "PyTorch"))
-    results = interleaved_medians(cases)
+    results = interleaved_medians(cases, number=2000, repeat=15)
     width = max(map(len, results))
     print(f"{'us per call (median)':<{width}}  ")
     for name, value in results.items():

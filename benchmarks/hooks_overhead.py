@@ -15,8 +15,6 @@ Timings are interleaved medians of repeats (microseconds per call); bytecode ins
 from __future__ import annotations
 
 import contextlib
-import statistics
-import timeit
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +23,7 @@ import numpy as np
 import labsupport as lab
 from labsupport.c10.dispatcher import Dispatcher
 from labsupport.c10.instantiate import instantiate
+from labsupport.tools.bench import interleaved_medians
 
 
 def strip_hook(source: str) -> str:
@@ -63,18 +62,6 @@ class NoHookDispatcher(Dispatcher):
         redispatch = instantiate(Dispatcher.redispatch, arity, strip_hook)
         return call.__get__(self), redispatch.__get__(self)
 
-
-def interleaved_medians(cases: dict[str, tuple[Callable[[], Any], Any]], number: int, repeat: int) -> dict[str, float]:
-    """One batch of every case per round; each case's median over the rounds (us per call)."""
-    samples: dict[str, list[float]] = {name: [] for name in cases}
-    for fn, context in cases.values():
-        with context():
-            fn()
-    for _ in range(repeat):
-        for name, (fn, context) in cases.items():
-            with context():
-                samples[name].append(timeit.timeit(fn, number=number) / number * 1e6)
-    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def main() -> None:

@@ -17,21 +17,10 @@ Run: ``python benchmarks/python_key_overhead.py``.
 
 from __future__ import annotations
 
-import statistics
-import timeit
 from collections.abc import Callable
 from typing import Any
 
-
-def interleaved_medians(cases: dict[str, Callable[[], object]], number: int, repeat: int) -> dict[str, float]:
-    """One batch of every case per round; each case's median over the rounds (us per call)."""
-    samples: dict[str, list[float]] = {name: [] for name in cases}
-    for fn in cases.values():
-        fn()
-    for _ in range(repeat):
-        for name, fn in cases.items():
-            samples[name].append(timeit.timeit(fn, number=number) / number * 1e6)
-    return {name: statistics.median(values) for name, values in samples.items()}
+from labsupport.tools.bench import interleaved_medians
 
 
 def cases_for(torch: Any, mode_base: type, tree_map: Callable[..., Any]) -> dict[str, Callable[[], object]]:

@@ -18,22 +18,8 @@ run and the median of the per-run ratios. ``--runs 1`` measures in this process 
 from __future__ import annotations
 
 import statistics
-import timeit
 
 import numpy as np
-
-
-def interleaved_medians(cases: dict, number: int = 5000, repeat: int = 31) -> dict[str, float]:
-    """Time every case once per round, round after round, and take each case's median: load that
-    comes and goes during the run then hits all cases alike, so the ratios stay honest."""
-    samples: dict[str, list[float]] = {name: [] for name in cases}
-    for fn, _ in cases.values():
-        fn()
-    for _ in range(repeat):
-        for name, (fn, context) in cases.items():
-            with context():
-                samples[name].append(timeit.timeit(fn, number=number) / number * 1e6)
-    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def measure() -> dict[str, float]:
@@ -41,6 +27,7 @@ def measure() -> dict[str, float]:
     import contextlib
 
     import labsupport.torch as lab_torch
+    from labsupport.tools.bench import interleaved_medians
 
     cases: dict = {}
     la, lb = lab_torch.tensor([1.0, 2.0]), lab_torch.tensor([3.0, 4.0])
@@ -62,7 +49,7 @@ def measure() -> dict[str, float]:
                 return func(*args, **(kwargs or {}))
 
         cases["PyTorch torch.add in a pass-through TorchDispatchMode"] = (lambda: torch.add(ta, tb), PassThrough)
-    return interleaved_medians(cases)
+    return interleaved_medians(cases, number=5000, repeat=31)
 
 
 LAB, CPP, MODE = (

@@ -16,23 +16,12 @@ Interleaved medians of repeats, microseconds per call; bytecode instruction coun
 
 from __future__ import annotations
 
-import statistics
-import timeit
 from collections.abc import Callable
 
 import labsupport as lab
 import labsupport.torch as torch
 from labsupport.overrides import TorchFunctionMode
-
-
-def interleaved_medians(cases: dict[str, Callable[[], object]], number: int, repeat: int) -> dict[str, float]:
-    samples: dict[str, list[float]] = {name: [] for name in cases}
-    for fn in cases.values():
-        fn()
-    for _ in range(repeat):
-        for name, fn in cases.items():
-            samples[name].append(timeit.timeit(fn, number=number) / number * 1e6)
-    return {name: statistics.median(values) for name, values in samples.items()}
+from labsupport.tools.bench import interleaved_medians
 
 
 def cases_for(tm, mode_base) -> dict[str, Callable[[], object]]:

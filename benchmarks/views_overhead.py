@@ -14,14 +14,13 @@ Run: ``python benchmarks/views_overhead.py``.
 
 from __future__ import annotations
 
-import statistics
-import timeit
 from collections.abc import Callable
 
 import numpy as np
 
 import labsupport as lab
 import labsupport.torch as torch
+from labsupport.tools.bench import interleaved_medians
 
 CASES: dict[str, Callable[[object], object]] = {
     "x.t()": lambda x: x.t(),
@@ -34,15 +33,6 @@ CASES: dict[str, Callable[[object], object]] = {
     "x[1].add_(1)": lambda x: x[1].add_(1),
 }
 
-
-def interleaved_medians(cases: dict[str, Callable[[], object]], number: int, repeat: int) -> dict[str, float]:
-    samples: dict[str, list[float]] = {name: [] for name in cases}
-    for fn in cases.values():
-        fn()
-    for _ in range(repeat):
-        for name, fn in cases.items():
-            samples[name].append(timeit.timeit(fn, number=number) / number * 1e6)
-    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def main() -> None:

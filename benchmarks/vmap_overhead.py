@@ -20,24 +20,13 @@ Run: ``python benchmarks/vmap_overhead.py [--batch 8]``.
 from __future__ import annotations
 
 import argparse
-import statistics
-import timeit
 import warnings
 from collections.abc import Callable
 
 import labsupport as lab
 import labsupport.torch as torch
 from labsupport.functorch import set_vmap_fallback_warning_enabled
-
-
-def interleaved_medians(cases: dict[str, Callable[[], object]], number: int, repeat: int) -> dict[str, float]:
-    samples: dict[str, list[float]] = {name: [] for name in cases}
-    for fn in cases.values():
-        fn()
-    for _ in range(repeat):
-        for name, fn in cases.items():
-            samples[name].append(timeit.timeit(fn, number=number) / number * 1e6)
-    return {name: statistics.median(values) for name, values in samples.items()}
+from labsupport.tools.bench import interleaved_medians
 
 
 def lab_cases(batch: int) -> dict[str, Callable[[], object]]:
@@ -97,7 +86,7 @@ def main() -> None:
         print("(PyTorch not installed: lab cases only)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        medians = interleaved_medians(cases, args.number, args.repeat)
+        medians = interleaved_medians(cases, number=args.number, repeat=args.repeat)
     medians.pop("(keep the library alive)")
     width = max(len(name) for name in medians)
     print(f"batch size {args.batch}; microseconds per call (median of {args.repeat} x {args.number})")

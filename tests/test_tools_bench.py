@@ -117,3 +117,30 @@ def test_callgrind_counts_machine_instructions():
 def test_callgrind_returns_the_median_of_its_repeats(monkeypatch):
     monkeypatch.setattr(bench, "callgrind_counts", lambda *args, **kwargs: [30010, 30000, 30020])
     assert lab.bench.callgrind("torch.add(a, a)", SETUP, repeat=3) == 30010
+
+
+def test_interleaved_medians_times_every_case_inside_its_context():
+    import contextlib
+
+    from labsupport.tools.bench import interleaved_medians
+
+    entered = []
+
+    @contextlib.contextmanager
+    def context():
+        entered.append(1)
+        yield
+
+    calls = {"plain": 0, "in context": 0}
+
+    def plain():
+        calls["plain"] += 1
+
+    def in_context():
+        assert entered, "ran outside its context"
+        calls["in context"] += 1
+
+    medians = interleaved_medians({"plain": plain, "in context": (in_context, context)}, number=3, repeat=4)
+    assert list(medians) == ["plain", "in context"] and all(v >= 0 for v in medians.values())
+    assert calls == {"plain": 1 + 3 * 4, "in context": 1 + 3 * 4}  # one warm-up call, then repeat batches
+    assert len(entered) == 1 + 4

@@ -30,7 +30,7 @@ from typing import Any
 
 __all__ = [
     "Comparison", "TimeStats", "ToolMissing", "callgrind", "callgrind_counts", "compare", "count_instructions",
-    "format_time", "measure", "timeit",
+    "format_time", "interleaved_medians", "measure", "timeit",
 ]  # fmt: skip
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -150,6 +150,28 @@ def timeit(
             fn()
         times.append((time.perf_counter() - start) / number)
     return TimeStats(times, number)
+
+
+def interleaved_medians(
+    cases: Mapping[str, Callable[[], Any] | tuple[Callable[[], Any], Callable[[], Any]]], *, number: int, repeat: int
+) -> dict[str, float]:
+    """Microseconds per call of each case, timed one batch of ``number`` calls per case per round for
+    ``repeat`` rounds; each case's median over the rounds. Load that comes and goes during the run then
+    hits all cases alike, so the ratios between them stay honest. A case is a function, or a pair
+    (function, context manager factory) for a case that must run inside a context (a mode, autocast)."""
+    import contextlib
+    import timeit as _timeit
+
+    runs = {name: case if isinstance(case, tuple) else (case, contextlib.nullcontext) for name, case in cases.items()}
+    samples: dict[str, list[float]] = {name: [] for name in runs}
+    for fn, context in runs.values():  # warm up every case first
+        with context():
+            fn()
+    for _ in range(repeat):
+        for name, (fn, context) in runs.items():
+            with context():
+                samples[name].append(_timeit.timeit(fn, number=number) / number * 1e6)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 # ---------------------------------------------------------------------------- callgrind
