@@ -47,6 +47,18 @@ __all__ = [
 _float32 = np.dtype(np.float32)
 
 
+def _matmul_into(out: TensorBase, a: TensorBase, b: TensorBase) -> None:
+    """``out = a @ b`` (batched or not) after the checks: half types accumulate in float32, as the
+    CPU kernels do, and a bfloat16 result is rounded to bfloat16's precision."""
+    if a._dtype is dtypes.float16 or a._dtype is dtypes.bfloat16:
+        result = np.matmul(a._data.astype(_float32), b._data.astype(_float32))
+    else:
+        result = np.matmul(a._data, b._data)
+    np.copyto(out._data, result, casting="unsafe")
+    if out._dtype is dtypes.bfloat16:
+        round_to_bfloat16(out._data)
+
+
 class structured_mm_out_cpu(structured_mm):
     """at::native::structured_mm_out_cpu: ``out = self @ mat2`` (addmm_impl_cpu_ with beta 0)."""
 
@@ -58,21 +70,14 @@ class structured_mm_out_cpu(structured_mm):
                 "expected m1 and m2 to have the same dtype, but got: "
                 f"{self_._dtype.typemeta_name} != {mat2._dtype.typemeta_name}"
             )
-        dtype = self_._dtype
         if out._data.size == 0:
             return  # nothing to compute (checked before the dtype dispatch, as in addmm_impl_cpu_)
         if self_._sizes[1] == 0:
             out._data.fill(0)  # [n, 0] x [0, m]: a sum of nothing
             return
-        if dtype is dtypes.bool:
+        if self_._dtype is dtypes.bool:
             raise NotImplementedError("\"addmm_impl_cpu_\" not implemented for 'Bool'")
-        if dtype is dtypes.float16 or dtype is dtypes.bfloat16:
-            result = np.matmul(self_._data.astype(_float32), mat2._data.astype(_float32))
-        else:
-            result = np.matmul(self_._data, mat2._data)
-        np.copyto(out._data, result, casting="unsafe")
-        if out._dtype is dtypes.bfloat16:
-            round_to_bfloat16(out._data)
+        _matmul_into(out, self_, mat2)
 
 
 class structured_mm_out_cuda(structured_mm_out_cpu):
@@ -99,14 +104,7 @@ class structured_bmm_out_cpu(structured_bmm):
             raise RuntimeError(
                 f"expected scalar type {self_._dtype.scalar_type_name} but found {mat2._dtype.scalar_type_name}"
             )
-        dtype = self_._dtype
-        if dtype is dtypes.float16 or dtype is dtypes.bfloat16:
-            result = np.matmul(self_._data.astype(_float32), mat2._data.astype(_float32))
-        else:
-            result = np.matmul(self_._data, mat2._data)
-        np.copyto(out._data, result, casting="unsafe")
-        if out._dtype is dtypes.bfloat16:
-            round_to_bfloat16(out._data)
+        _matmul_into(out, self_, mat2)
 
 
 class structured_bmm_out_cuda(structured_bmm_out_cpu):
