@@ -95,11 +95,11 @@ class AccumulateGrad(Node):
 def obeys_layout_contract(grad: Any, variable: Any) -> bool:
     """``utils::obeys_layout_contract`` (grad_layout_contract.h): for a non-overlapping and dense leaf,
     the gradient has the leaf's strides (size-1 dims aside, but never stride 0); otherwise it is contiguous."""
-    from labsupport.aten.native.tensor_shape import _non_overlapping_and_dense
+    from labsupport.aten.memory_overlap import is_non_overlapping_and_dense
     from labsupport.aten.storage import contiguous_strides
 
     sizes, var_strides, grad_strides = tuple(grad._sizes), tuple(variable.stride()), tuple(grad.stride())
-    if _non_overlapping_and_dense(tuple(variable._sizes), var_strides):
+    if is_non_overlapping_and_dense(tuple(variable._sizes), var_strides):
         for n, gs, vs in zip(sizes, grad_strides, var_strides):
             if (n != 1 and gs != vs) or (n == 1 and gs == 0):
                 return False
@@ -110,9 +110,9 @@ def obeys_layout_contract(grad: Any, variable: Any) -> bool:
 def clone_obey_contract(at: Any, grad: Any, variable: Any) -> Any:
     """``utils::clone_obey_contract``: ``new_empty_strided`` in the leaf's layout, then ``copy_``; a leaf
     that is not non-overlapping and dense gets a contiguous ``clone``."""
-    from labsupport.aten.native.tensor_shape import _non_overlapping_and_dense
+    from labsupport.aten.memory_overlap import is_non_overlapping_and_dense
 
-    if _non_overlapping_and_dense(tuple(variable._sizes), tuple(variable.stride())):
+    if is_non_overlapping_and_dense(tuple(variable._sizes), tuple(variable.stride())):
         fresh = at.Tensor.new_empty_strided(grad, tuple(variable._sizes), tuple(variable.stride()), grad._dtype)
         return at.Tensor.copy_(fresh, grad)
     return at.clone(grad)

@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from labsupport.aten.memory_overlap import is_non_overlapping_and_dense
 from labsupport.aten.native.tensor_factories import empty_cpu, empty_cuda, empty_meta
-from labsupport.aten.native.tensor_shape import _non_overlapping_and_dense, alias_with_sizes_and_strides
+from labsupport.aten.native.tensor_shape import alias_with_sizes_and_strides
 from labsupport.aten.storage import contiguous_strides
 from labsupport.aten.tensor import TensorBase
 
@@ -63,7 +64,7 @@ def empty_like(at: Any, self: TensorBase, dtype: Any = None, layout: Any = None,
     input's strides are kept (``at::empty_strided``); any other input gets a contiguous ``at::empty``."""
     dtype, device = _options(self, dtype, device)
     sizes, strides = tuple(self._sizes), tuple(self.stride())
-    if memory_format is None and _non_overlapping_and_dense(sizes, strides):
+    if memory_format is None and is_non_overlapping_and_dense(sizes, strides):
         return at.empty_strided(sizes, strides, dtype, layout, device, pin_memory)
     return at.empty(sizes, dtype, layout, device, pin_memory, None)
 

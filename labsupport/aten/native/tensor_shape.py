@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from labsupport.aten.memory_overlap import is_non_overlapping_and_dense
 from labsupport.aten.storage import (
     check_in_bounds_for_storage,
     compute_stride,
@@ -294,21 +295,6 @@ def _unsafe_view(at: Any, self: TensorBase, size: Sequence[int]) -> TensorBase:
     return view(self, size)
 
 
-def _non_overlapping_and_dense(sizes: Sequence[int], strides: Sequence[int]) -> bool:
-    """``TensorImpl::is_non_overlapping_and_dense``: some order of the dims is contiguous."""
-    if 0 in sizes:
-        return True
-    dims = sorted(range(len(sizes)), key=lambda d: (strides[d], sizes[d]))
-    expected = 1
-    for d in dims:
-        if sizes[d] == 1:
-            continue
-        if strides[d] != expected:
-            return False
-        expected *= sizes[d]
-    return True
-
-
 def clone(at: Any, self: TensorBase, memory_format: Any = None) -> TensorBase:
     """``at::native::clone``: a copy in new storage. The preserve format (the default) keeps a dense
     tensor's stride order (``t().clone()`` has strides (1, n)); otherwise the copy is contiguous.
@@ -320,7 +306,7 @@ def clone(at: Any, self: TensorBase, memory_format: Any = None) -> TensorBase:
     preserve = memory_format is None or str(memory_format).endswith("preserve_format")
     if preserve and self._data is not None and result._data is not None:
         strides = tensor_strides(self)
-        if not tensor_is_contiguous(self._sizes, strides) and _non_overlapping_and_dense(self._sizes, strides):
+        if not tensor_is_contiguous(self._sizes, strides) and is_non_overlapping_and_dense(self._sizes, strides):
             result._data = np.empty_like(self._data, order="K")
     at.Tensor.copy_(result, self, False)
     return result
