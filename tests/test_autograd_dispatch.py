@@ -11,6 +11,7 @@ import pathlib
 import random
 
 import pytest
+from subclasses import wrapper_subclass
 
 import labsupport as lab
 import labsupport.torch as labtorch
@@ -128,30 +129,7 @@ def test_random_programs_log_pytorchs_aten_calls_forward_and_backward(torch_ref,
 
 
 def _wrapper(torch, tree_map):
-    class Wrapper(torch.Tensor):
-        log: list = []
-
-        @staticmethod
-        def __new__(cls, elem):
-            return torch.Tensor._make_wrapper_subclass(
-                cls, elem.shape, dtype=elem.dtype, device=elem.device, requires_grad=elem.requires_grad
-            )
-
-        def __init__(self, elem):
-            self.elem = elem
-
-        @classmethod
-        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-            cls.log.append(str(func))
-
-            def unwrap(x):
-                return x.elem if isinstance(x, Wrapper) else x
-
-            out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
-            return tree_map(lambda x: Wrapper(x) if isinstance(x, torch.Tensor) and not isinstance(x, Wrapper) else x,
-                            out)  # fmt: skip
-
-    return Wrapper
+    return wrapper_subclass(torch, tree_map)
 
 
 @pytest.mark.torch

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from subclasses import wrapper_subclass
 
 import labsupport as lab
 import labsupport.torch as torch
@@ -382,26 +383,8 @@ def test_random_programs_under_a_pass_through_mode_give_the_same_values_and_grad
         assert moded == plain, steps
 
 
-class Carrier(torch.Tensor):
-    """A subclass that carries data (``_make_subclass``) and keeps the plain tensor in ``elem``."""
-
-    log: list[str] = []
-
-    def __new__(cls, elem):
-        return torch.Tensor._make_subclass(cls, elem, elem.requires_grad)
-
-    def __init__(self, elem):
-        self.elem = elem
-
-    @classmethod
-    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        cls.log.append(str(func))
-
-        def unwrap(x):
-            return x.elem if isinstance(x, Carrier) else x
-
-        out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
-        return tree_map(lambda x: Carrier(x) if type(x) is torch.Tensor else x, out)
+# A subclass that carries data (``_make_subclass``) and keeps the plain tensor in ``elem``.
+Carrier = wrapper_subclass(torch, tree_map, carries_data=True, name="Carrier")
 
 
 def test_a_data_carrying_subclass_works_with_autograd_above_its_handler():

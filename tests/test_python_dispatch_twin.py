@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from subclasses import wrapper_subclass
 
 import labsupport as lab
 import labsupport.torch as labtorch
@@ -185,23 +186,7 @@ def _subclasses(torch, pytree_map):
     class Plain(torch.Tensor):
         pass
 
-    class Wrap(torch.Tensor):
-        @staticmethod
-        def __new__(cls, elem):
-            return torch.Tensor._make_wrapper_subclass(
-                cls, elem.shape, dtype=elem.dtype, device=elem.device, requires_grad=elem.requires_grad
-            )
-
-        def __init__(self, elem):
-            self.elem = elem
-
-        @classmethod
-        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-            def unwrap(x):
-                return x.elem if isinstance(x, Wrap) else x
-
-            out = func(*pytree_map(unwrap, args), **pytree_map(unwrap, kwargs or {}))
-            return pytree_map(lambda x: Wrap(x) if isinstance(x, torch.Tensor) and not isinstance(x, Wrap) else x, out)
+    Wrap = wrapper_subclass(torch, pytree_map, name="Wrap")
 
     class Declines(torch.Tensor):
         @classmethod
@@ -329,27 +314,7 @@ def test_args_and_kwargs_seen_by_a_mode_match_pytorch(torch_ref):
 
 
 def _carrier(torch, pytree_map):
-    class Carrier(torch.Tensor):
-        log: list = []
-
-        @staticmethod
-        def __new__(cls, elem):
-            return torch.Tensor._make_subclass(cls, elem, elem.requires_grad)
-
-        def __init__(self, elem):
-            self.elem = elem
-
-        @classmethod
-        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-            cls.log.append(str(func))
-
-            def unwrap(x):
-                return x.elem if isinstance(x, Carrier) else x
-
-            out = func(*pytree_map(unwrap, args), **pytree_map(unwrap, kwargs or {}))
-            return pytree_map(lambda x: Carrier(x) if type(x) is torch.Tensor else x, out)
-
-    return Carrier
+    return wrapper_subclass(torch, pytree_map, carries_data=True, name="Carrier")
 
 
 @pytest.mark.parametrize("seed", range(8))

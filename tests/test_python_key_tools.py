@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from subclasses import wrapper_subclass
 
 import labsupport as lab
 import labsupport.torch as labtorch
@@ -43,23 +44,7 @@ def _classes(torch: Any) -> dict[str, type]:
             self.log.append(str(func))
             return func(*args, **(kwargs or {}))
 
-    class Wrapper(torch.Tensor):
-        @staticmethod
-        def __new__(cls, elem):
-            return torch.Tensor._make_wrapper_subclass(
-                cls, elem.shape, dtype=elem.dtype, device=elem.device, requires_grad=elem.requires_grad
-            )
-
-        def __init__(self, elem):
-            self.elem = elem
-
-        @classmethod
-        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-            def unwrap(x):
-                return x.elem if isinstance(x, Wrapper) else x
-
-            out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
-            return tree_map(lambda x: Wrapper(x) if type(x) is torch.Tensor else x, out)
+    Wrapper = wrapper_subclass(torch, tree_map)
 
     return {"PassThrough": PassThrough, "Logging": Logging, "Wrapper": Wrapper}
 
